@@ -1,0 +1,165 @@
+"""The paper's evaluation metrics (App. A), vectorized over items, entries and classes.
+
+Entry-level metrics are computed per entry i over the evaluation items, then averaged over
+entries to give the sequence-level numbers. Choices the paper leaves open:
+
+* ECE bins: B = 10 by default. Bin edges are the B-quantiles Q_1..Q_{B-1} of the
+  confidences at that entry (numpy's linear interpolation); bin b holds the confidences in
+  (Q_{b-1}, Q_b] (the first bin also holds Q_0 = its minimum). Equal confidences therefore
+  always share a bin, which makes the ECE independent of item order. Monte Carlo
+  frequencies tie a lot, so some edges coincide and some bins are empty: the ECE is the
+  mean over the non-empty bins.
+* AUC: one-vs-rest per class, over the classes that are both present and absent at that
+  entry (others have no AUC), averaged over those classes. An entry where no class
+  qualifies has AUC NaN and is left out of the sequence average. Ties count 1/2
+  (identical to scikit-learn's ``roc_auc_score``).
+* Brier: mean over *all* c classes of the mean squared error between p(a) and 1[y = a].
+* CE: -log max(p(true class), ce_eps), with ``ce_eps = 1e-3`` by default: a Monte Carlo
+  frequency can be exactly 0, and -log 0 is infinite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import rankdata
+
+CE_EPS = 1e-3
+
+
+def _check_probs_labels(probs: np.ndarray, labels: np.ndarray, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+    probs = np.asarray(probs, dtype=np.float64)
+    labels = np.asarray(labels).astype(np.int64)
+    if probs.ndim != ndim or labels.shape != probs.shape[:-1]:
+        raise ValueError(f"probs {probs.shape} and labels {labels.shape} do not match")
+    if np.isnan(probs).any():
+        raise ValueError("probs contain NaN (drop items whose estimate is undefined first)")
+    c = probs.shape[-1]
+    if labels.size and (labels.min() < 0 or labels.max() >= c):
+        raise ValueError(f"labels must be class ids in [0, {c})")
+    return probs, labels
+
+
+def _binned(conf: np.ndarray, correct: np.ndarray, n_bins: int):
+    """Quantile-bin confidences per column. conf, correct: [N, L].
+
+    Returns (count, sum_conf, sum_correct), each [L, n_bins].
+    """
+    N, L = conf.shape
+    edges = np.quantile(conf, np.arange(1, n_bins) / n_bins, axis=0)  # (B-1, L)
+    # Bin of a confidence = how many edges lie strictly below it: (Q_{b-1}, Q_b] -> b.
+    bins = (conf[:, :, None] > edges.T[None, :, :]).sum(axis=2)  # (N, L)
+    flat = (np.arange(L)[None, :] * n_bins + bins).ravel()
+    size = L * n_bins
+    count = np.bincount(flat, minlength=size).reshape(L, n_bins)
+    sum_conf = np.bincount(flat, weights=conf.ravel(), minlength=size).reshape(L, n_bins)
+    sum_corr = np.bincount(flat, weights=correct.ravel(), minlength=size).reshape(L, n_bins)
+    return count, sum_conf, sum_corr
+
+
+def _ece_columns(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> np.ndarray:
+    count, sum_conf, sum_corr = _binned(conf, correct, n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gap = np.abs(sum_corr - sum_conf) / count  # |accuracy - mean confidence| per bin
+    filled = count > 0
+    return np.where(filled, gap, 0.0).sum(axis=1) / filled.sum(axis=1)
+
+
+def ece(probs, labels, n_bins: int = 10) -> float:
+    """Confidence ECE with equal-mass (quantile) bins.  probs [N, c], labels [N]."""
+    probs, labels = _check_probs_labels(probs, labels, 2)
+    conf = probs.max(axis=1)
+    correct = (probs.argmax(axis=1) == labels).astype(np.float64)
+    return float(_ece_columns(conf[:, None], correct[:, None], n_bins)[0])
+
+
+def reliability_curve(probs, labels, n_bins: int = 10) -> dict[str, np.ndarray]:
+    """Per non-empty bin: mean confidence, accuracy and count (for reliability diagrams).
+
+    probs [N, c], labels [N]; the same bins as :func:`ece`.
+    """
+    probs, labels = _check_probs_labels(probs, labels, 2)
+    conf = probs.max(axis=1)[:, None]
+    correct = (probs.argmax(axis=1) == labels).astype(np.float64)[:, None]
+    count, sum_conf, sum_corr = (a[0] for a in _binned(conf, correct, n_bins))
+    keep = count > 0
+    return {
+        "confidence": sum_conf[keep] / count[keep],
+        "accuracy": sum_corr[keep] / count[keep],
+        "count": count[keep],
+    }
+
+
+def _auc_columns(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
+    """Mann-Whitney AUC of each column; NaN where a column has only one label value.
+
+    scores, positive: [N, K]. Ties get average ranks, i.e. count 1/2.
+    """
+    N = scores.shape[0]
+    ranks = rankdata(scores, axis=0, method="average")
+    n_pos = positive.sum(axis=0)
+    n_neg = N - n_pos
+    rank_sum = (ranks * positive).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        auc = (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+    return np.where((n_pos > 0) & (n_neg > 0), auc, np.nan)
+
+
+def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) -> dict:
+    """Entry-level and sequence-level ECE, macro AUC, Brier and CE.
+
+    probs [N, L, c] (rows sum to 1), labels [N, L]. Returns
+    ``{"ece", "auc", "brier", "ce", "per_entry": {"ece", "auc", "brier", "ce": [L]}}`` where
+    each sequence-level value is the mean of the entry-level values (AUC: over the entries
+    where it is defined).
+    """
+    probs, labels = _check_probs_labels(probs, labels, 3)
+    N, L, c = probs.shape
+    onehot = np.zeros_like(probs)
+    np.put_along_axis(onehot, labels[..., None], 1.0, axis=2)
+
+    conf = probs.max(axis=2)  # (N, L)
+    correct = (probs.argmax(axis=2) == labels).astype(np.float64)
+    ece_i = _ece_columns(conf, correct, n_bins)
+
+    auc_cols = _auc_columns(probs.reshape(N, L * c), onehot.reshape(N, L * c)).reshape(L, c)
+    defined = ~np.isnan(auc_cols)
+    with np.errstate(invalid="ignore"):
+        auc_i = np.where(defined, auc_cols, 0.0).sum(axis=1) / defined.sum(axis=1)
+
+    brier_i = ((probs - onehot) ** 2).mean(axis=(0, 2))
+    p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]
+    ce_i = -np.log(np.maximum(p_true, ce_eps)).mean(axis=0)
+
+    per_entry = {"ece": ece_i, "auc": auc_i, "brier": brier_i, "ce": ce_i}
+    out = {k: float(v.mean()) for k, v in per_entry.items() if k != "auc"}
+    out["auc"] = float(np.nanmean(auc_i)) if np.isfinite(auc_i).any() else float("nan")
+    out["per_entry"] = per_entry
+    return out
+
+
+def interval_metrics(lo, hi, point, true_times) -> dict[str, float]:
+    """Time-to-event interval metrics (App. A.2).
+
+    coverage = fraction of items with lo <= T <= hi; relative width = mean(hi - lo) /
+    mean(T); relative MAE = sum |T - point| / sum T. All inputs [N].
+    """
+    lo, hi, point, t = (np.asarray(a, dtype=np.float64) for a in (lo, hi, point, true_times))
+    if not lo.shape == hi.shape == point.shape == t.shape:
+        raise ValueError("lo, hi, point and true_times must have the same shape [N]")
+    total = t.sum()
+    return {
+        "coverage": float(((t >= lo) & (t <= hi)).mean()),
+        "relative_width": float((hi - lo).mean() / t.mean()) if total > 0 else float("nan"),
+        "relative_mae": float(np.abs(t - point).sum() / total) if total > 0 else float("nan"),
+    }
+
+
+def rmse_to_truth(probs, exact) -> float:
+    """Root mean squared error between estimated and exact probabilities (App. D.1).
+
+    probs, exact: the same shape, e.g. [N, L, c]; the mean runs over every element.
+    """
+    probs, exact = np.asarray(probs, dtype=np.float64), np.asarray(exact, dtype=np.float64)
+    if probs.shape != exact.shape:
+        raise ValueError(f"probs {probs.shape} and exact {exact.shape} differ in shape")
+    return float(np.sqrt(np.mean((probs - exact) ** 2)))

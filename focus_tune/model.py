@@ -1,0 +1,168 @@
+"""The foCus simulator: image encoder -> 1-layer LSTM -> logits (paper App. C.1).
+
+The encoder's embedding is the LSTM's initial hidden state h_0 (c_0 = 0). The input at
+entry i is the previous entry y_{i-1}, or a start token at i = 1. Training is teacher
+forced: one ``nn.LSTM`` call over the whole sequence. Sampling feeds each drawn entry back.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+import torchvision
+
+ENCODERS = ("resnet18", "small")
+
+
+def _resnet18(in_channels: int, embed_dim: int) -> nn.Module:
+    # Random init: nothing is downloaded. Small inputs (32x32) still work: ResNet-18 ends
+    # in adaptive average pooling.
+    net = torchvision.models.resnet18(weights=None, num_classes=embed_dim)
+    if in_channels != 3:
+        net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    return net
+
+
+def _small_cnn(in_channels: int, embed_dim: int) -> nn.Module:
+    """A three-layer CNN for tests and CPU smoke runs; same interface as ResNet-18."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 16, 3, stride=2, padding=1), nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, embed_dim),
+    )
+
+
+class Simulator(nn.Module):
+    """p(y_i | x, y_<i) for sequences of ``num_classes`` classes.
+
+    Args:
+        num_classes: c, the number of classes of each entry.
+        encoder: "resnet18" (the paper's) or "small" (a 3-layer CNN for tests/CPU).
+        embed_dim: size of the image embedding; projected to ``hidden`` if they differ.
+        hidden: LSTM hidden size (paper: 256).
+        in_channels: image channels.
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        encoder: str = "resnet18",
+        embed_dim: int = 256,
+        hidden: int = 256,
+        in_channels: int = 3,
+    ):
+        super().__init__()
+        if encoder not in ENCODERS:
+            raise ValueError(f"unknown encoder {encoder!r}; choose one of {ENCODERS}")
+        if num_classes < 2:
+            raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+        self.num_classes = num_classes
+        self.hidden = hidden
+        build = _resnet18 if encoder == "resnet18" else _small_cnn
+        self.encoder = build(in_channels, embed_dim)
+        self.to_h0 = nn.Identity() if embed_dim == hidden else nn.Linear(embed_dim, hidden)
+        # Token num_classes is the start token.
+        self.token = nn.Embedding(num_classes + 1, hidden)
+        self.lstm = nn.LSTM(hidden, hidden, num_layers=1, batch_first=True)
+        self.head = nn.Linear(hidden, num_classes)
+
+    @property
+    def start_token(self) -> int:
+        return self.num_classes
+
+    def encode(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images [B, C, H, W] -> h_0 [B, hidden]. Normalisation happens here."""
+        if images.dtype != torch.uint8:
+            raise TypeError(f"images must be uint8 [B, C, H, W], got {images.dtype}")
+        x = images.to(self.head.weight.dtype).div_(127.5).sub_(1.0)  # [0, 255] -> [-1, 1]
+        if x.is_cuda:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return self.to_h0(self.encoder(x))
+
+    def forward(self, images: torch.Tensor, sequences: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits.
+
+        images: uint8 [B, C, H, W]; sequences: long [B, L] (ground truth entries).
+        Returns logits z [B, L, c] where z[:, i] is computed from y_<i.
+        """
+        B, L = sequences.shape
+        start = torch.full((B, 1), self.start_token, dtype=torch.long, device=sequences.device)
+        inputs = torch.cat([start, sequences[:, :-1]], dim=1)  # (B, L): y_0=start, y_1..y_{L-1}
+        h0 = self.encode(images).unsqueeze(0)  # (1, B, H)
+        out, _ = self.lstm(self.token(inputs), (h0, torch.zeros_like(h0)))  # (B, L, H)
+        return self.head(out)
+
+    @torch.no_grad()
+    def sample(
+        self,
+        images: torch.Tensor,
+        num_samples: int,
+        length: int,
+        generator: torch.Generator | None = None,
+        prefix: Sequence[int] | None = None,
+        absorbing: int | None = None,
+    ) -> torch.Tensor:
+        """Autoregressive draws: images [B, C, H, W] -> samples long [B, M, L].
+
+        prefix: classes forced as the first entries (exact conditioning on a prefix: the
+            later entries are drawn from p(y_i | x, prefix, ...)).
+        absorbing: a class that, once drawn, repeats to the end (END, dead). Such rows
+            need no more LSTM work, so they are dropped from the batch; the result is
+            identical to running every row to the end.
+
+        Reproducibility: each entry is drawn by inverse-CDF from one uniform per (row, entry)
+        taken from ``generator`` up front, so the same seed gives the same samples whether or
+        not rows are dropped by the absorbing shortcut.
+        """
+        was_training = self.training
+        self.eval()
+        try:
+            return self._sample(images, num_samples, length, generator, prefix, absorbing)
+        finally:
+            self.train(was_training)
+
+    def _sample(self, images, num_samples, length, generator, prefix, absorbing):
+        device = images.device
+        B, M, L, c = images.shape[0], num_samples, length, self.num_classes
+        prefix = list(prefix or [])
+        if len(prefix) > L:
+            raise ValueError(f"prefix of {len(prefix)} entries is longer than length {L}")
+        if any(not 0 <= p < c for p in prefix):
+            raise ValueError(f"prefix classes must be in [0, {c}), got {prefix}")
+        if absorbing is not None and not 0 <= absorbing < c:
+            raise ValueError(f"absorbing class must be in [0, {c}), got {absorbing}")
+        # One uniform per (row, entry), drawn on the CPU so a seed means the same on any device.
+        u = torch.rand(B * M, L, generator=generator, dtype=torch.float64).to(device)
+
+        # The input-to-gate product depends only on the previous class: precompute it for
+        # the c + 1 tokens, so each step costs one [R, H] x [H, 4H] matmul instead of two.
+        w_ih, w_hh = self.lstm.weight_ih_l0, self.lstm.weight_hh_l0
+        table = self.token.weight @ w_ih.T + self.lstm.bias_ih_l0 + self.lstm.bias_hh_l0  # (c+1, 4H)
+        h = self.encode(images).repeat_interleave(M, dim=0)  # (B*M, H)
+        cell = torch.zeros_like(h)
+        out = torch.empty(B * M, L, dtype=torch.long, device=device)
+        rows = torch.arange(B * M, device=device)  # rows still being simulated
+        prev = torch.full((B * M,), self.start_token, dtype=torch.long, device=device)
+        for i in range(L):
+            gates = torch.addmm(table[prev], h, w_hh.T)  # (R, 4H), PyTorch order i, f, g, o
+            gi, gf, gg, go = gates.chunk(4, dim=1)
+            cell = torch.sigmoid(gf) * cell + torch.sigmoid(gi) * torch.tanh(gg)
+            h = torch.sigmoid(go) * torch.tanh(cell)
+            if i < len(prefix):
+                draw = torch.full_like(prev, prefix[i])
+            else:
+                cdf = torch.softmax(self.head(h).double(), dim=-1).cumsum(dim=-1)  # (R, c)
+                draw = torch.searchsorted(cdf, u[rows, i].unsqueeze(1)).squeeze(1).clamp_(max=c - 1)
+            out[rows, i] = draw
+            prev = draw
+            if absorbing is not None and i + 1 < L:
+                alive = draw != absorbing
+                if not bool(alive.all()):
+                    out[rows[~alive], i + 1 :] = absorbing
+                    rows, prev, h, cell = rows[alive], prev[alive], h[alive], cell[alive]
+                    if rows.numel() == 0:
+                        break
+        return out.view(B, M, L)

@@ -1,0 +1,85 @@
+"""Monte Carlo estimates from M sampled sequences per input (paper Sec. 3.2).
+
+Every function takes samples [N, M, L] of class ids (a torch tensor or a numpy array) and
+is vectorized over items, samples and entries: these run after every evaluation epoch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def _as_tensor(samples) -> torch.Tensor:
+    t = torch.as_tensor(samples)
+    if t.ndim != 3:
+        raise ValueError(f"samples must be [N, M, L], got shape {tuple(t.shape)}")
+    return t.long()
+
+
+def _class_counts(s: torch.Tensor, num_classes: int, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """sum over samples of weight * 1[y_i = a]: [N, M, L] -> [N, L, c] float64.
+
+    One scatter_add over a flat (item, entry, class) index: no [N, M, L, c] one-hot.
+    """
+    N, M, L = s.shape
+    if s.numel() and (int(s.min()) < 0 or int(s.max()) >= num_classes):
+        raise ValueError(f"sample classes must be in [0, {num_classes})")
+    flat = (torch.arange(N).view(N, 1, 1) * L + torch.arange(L).view(1, 1, L)) * num_classes + s
+    w = torch.ones(N, M, L, dtype=torch.float64) if weights is None else weights.expand(N, M, L).double()
+    counts = torch.zeros(N * L * num_classes, dtype=torch.float64)
+    counts.scatter_add_(0, flat.reshape(-1), w.reshape(-1))
+    return counts.view(N, L, num_classes)
+
+
+def marginal_probs(samples, num_classes: int) -> np.ndarray:
+    """P(Y_i = a | x) = fraction of samples with y_i = a.  [N, M, L] -> [N, L, c] float64."""
+    s = _as_tensor(samples)
+    return (_class_counts(s, num_classes) / s.shape[1]).numpy()
+
+
+def conditional_probs(samples, num_classes: int, j: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ratio estimator of P(Y_i = a | Y_j = b, x).
+
+    Among the samples of each item with entry j (0-based) equal to b, the fraction with
+    y_i = a. Returns (probs [N, L, c] float64, counts [N] int64: how many samples met the
+    condition). Items where no sample meets it get NaN rows. For a condition on the first
+    entries, sampling with a forced prefix (:meth:`Simulator.sample`) is exact and cheaper.
+    """
+    s = _as_tensor(samples)
+    N, M, L = s.shape
+    if not 0 <= j < L:
+        raise ValueError(f"conditioning entry j = {j} is outside [0, {L})")
+    keep = (s[:, :, j] == b).unsqueeze(-1)  # (N, M, 1)
+    counts = keep.sum(dim=(1, 2)).numpy().astype(np.int64)  # (N,)
+    num = _class_counts(s, num_classes, weights=keep).numpy()  # (N, L, c)
+    probs = np.full_like(num, np.nan)
+    ok = counts > 0
+    probs[ok] = num[ok] / counts[ok, None, None]
+    return probs, counts
+
+
+def time_to_event(samples, event: int) -> np.ndarray:
+    """T = the number of entries before the first entry equal to ``event``; L if none.
+
+    [N, M, L] -> [N, M] int64 (FaceMed: years survived; games: actions before scoring).
+    """
+    s = _as_tensor(samples)
+    L = s.shape[-1]
+    hit = s == event
+    # argmax returns the first True; rows with no True get L.
+    first = hit.to(torch.uint8).argmax(dim=-1)
+    return torch.where(hit.any(dim=-1), first, torch.full_like(first, L)).numpy().astype(np.int64)
+
+
+def interval(times, alpha: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+    """The alpha interval I_alpha = [q_(1-alpha)/2, q_(1+alpha)/2] of sampled times, per item.
+
+    times: [N, M]. Quantiles use numpy's default (linear interpolation between order
+    statistics). The point estimate is ``times.mean(axis=1)``.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    t = np.asarray(times, dtype=np.float64)
+    lo, hi = np.quantile(t, [(1 - alpha) / 2, (1 + alpha) / 2], axis=1)
+    return lo, hi

@@ -1,0 +1,100 @@
+import numpy as np
+import pytest
+import torch
+
+from focus_tune.model import Simulator
+from focus_tune.montecarlo import marginal_probs
+from focus_tune.reference import naive_sample
+
+from chain import P, P0, chain_simulator, exact_marginals
+
+
+def images(n, size=32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (n, 3, size, size), generator=g, dtype=torch.uint8)
+
+
+@pytest.mark.parametrize("encoder", ["small", "resnet18"])
+def test_forward_shapes_and_teacher_forcing(encoder):
+    torch.manual_seed(0)
+    sim = Simulator(5, encoder=encoder, embed_dim=16, hidden=8).eval()
+    x, seq = images(3), torch.randint(0, 5, (3, 7))
+    z = sim(x, seq)
+    assert z.shape == (3, 7, 5)
+    # Teacher forcing: logits at entry i depend on y_<i only.
+    seq2 = seq.clone()
+    seq2[:, 4] = (seq2[:, 4] + 1) % 5
+    z2 = sim(x, seq2)
+    torch.testing.assert_close(z[:, :5], z2[:, :5])
+    assert not torch.allclose(z[:, 5], z2[:, 5])
+
+
+def test_chain_simulator_is_the_chain():
+    sim = chain_simulator()
+    seq = torch.tensor([[0, 1, 1, 2, 2]])
+    logp = torch.log_softmax(sim(images(1), seq), dim=-1)[0].detach().numpy()
+    expected = np.log(np.vstack([P0, P[[0, 1, 1, 2]]]).clip(1e-300))
+    np.testing.assert_allclose(np.exp(logp), np.exp(expected), atol=1e-9)
+
+
+def test_sampling_reproducible_from_seed():
+    torch.manual_seed(0)
+    sim = Simulator(4, encoder="small", embed_dim=8, hidden=8)
+    x = images(2)
+    a = sim.sample(x, 5, 12, generator=torch.Generator().manual_seed(7), absorbing=3)
+    b = sim.sample(x, 5, 12, generator=torch.Generator().manual_seed(7), absorbing=3)
+    c = sim.sample(x, 5, 12, generator=torch.Generator().manual_seed(8), absorbing=3)
+    assert a.shape == (2, 5, 12) and a.dtype == torch.long
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert sim.training, "sample() must restore the training mode"
+
+
+@pytest.mark.parametrize("absorbing", [None, 2])
+def test_fast_sampler_matches_naive_reference_draw_for_draw(absorbing):
+    # float64 model: the two implementations then agree to ~1e-16 and no draw flips.
+    torch.manual_seed(1)
+    sim = Simulator(3, encoder="small", embed_dim=6, hidden=6).double()
+    with torch.no_grad():
+        sim.head.bias[2] += 1.0  # make the absorbing class common, so rows drop out
+    x = images(4)
+    fast = sim.sample(x, 50, 25, generator=torch.Generator().manual_seed(3), absorbing=absorbing)
+    slow = naive_sample(sim, x, 50, 25, generator=torch.Generator().manual_seed(3), absorbing=absorbing)
+    assert torch.equal(fast, slow)
+    if absorbing is not None:
+        # once absorbed, always absorbed; and the shortcut actually fired
+        hit = (fast == absorbing).cumsum(-1) > 0
+        assert torch.all(fast[hit] == absorbing)
+        assert hit[..., 5].float().mean() > 0.3
+
+
+def test_sampled_marginals_match_the_chain():
+    sim = chain_simulator()
+    L, M = 8, 4000
+    s = sim.sample(images(1), M, L, generator=torch.Generator().manual_seed(0), absorbing=2)
+    est = marginal_probs(s, 3)[0]
+    exact = exact_marginals(L)
+    se = np.sqrt(exact * (1 - exact) / M) + 1e-12
+    assert np.all(np.abs(est - exact) <= 4 * se + 1e-9)
+
+
+def test_forced_prefix_gives_exact_conditionals():
+    sim = chain_simulator()
+    L, M = 8, 4000
+    s = sim.sample(images(1), M, L, generator=torch.Generator().manual_seed(1), prefix=[1])
+    assert torch.all(s[..., 0] == 1)
+    est = marginal_probs(s, 3)[0]
+    exact = exact_marginals(L, start=1)  # P(Y_i | Y_1 = 1)
+    se = np.sqrt(exact * (1 - exact) / M) + 1e-12
+    assert np.all(np.abs(est - exact) <= 4 * se + 1e-9)
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="encoder"):
+        Simulator(3, encoder="vgg")
+    sim = Simulator(3, encoder="small", embed_dim=4, hidden=4)
+    with pytest.raises(TypeError, match="uint8"):
+        sim(torch.zeros(1, 3, 8, 8), torch.zeros(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="prefix"):
+        sim.sample(images(1, 8), 2, 3, prefix=[0, 1, 2, 0])
+    with pytest.raises(ValueError, match="absorbing"):
+        sim.sample(images(1, 8), 2, 3, absorbing=5)

@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+import torch
+
+from focus_tune.montecarlo import conditional_probs, interval, marginal_probs, time_to_event
+
+from chain import P, draw_chain, exact_marginals
+
+
+def test_marginals_of_a_known_chain_within_four_standard_errors():
+    rng = np.random.default_rng(0)
+    N, M, L = 3, 5000, 10
+    s = draw_chain(N, M, L, rng)
+    est = marginal_probs(s, 3)
+    assert est.shape == (N, L, 3)
+    np.testing.assert_allclose(est.sum(-1), 1.0)
+    exact = exact_marginals(L)
+    se = np.sqrt(exact * (1 - exact) / M) + 1e-12
+    assert np.all(np.abs(est - exact[None]) <= 4 * se + 1e-12)
+
+
+def test_marginals_accept_torch_and_count_exactly():
+    s = torch.tensor([[[0, 1], [0, 2], [1, 2], [0, 2]]])  # N=1, M=4, L=2
+    est = marginal_probs(s, 3)
+    np.testing.assert_array_equal(est[0], [[0.75, 0.25, 0], [0, 0.25, 0.75]])
+
+
+def test_conditional_ratio_estimator_of_a_known_chain():
+    rng = np.random.default_rng(1)
+    N, M, L = 2, 20000, 6
+    s = draw_chain(N, M, L, rng)
+    probs, counts = conditional_probs(s, 3, j=0, b=1)
+    exact = exact_marginals(L, start=1)
+    assert np.all(counts == (s[:, :, 0] == 1).sum(1))
+    se = np.sqrt(exact * (1 - exact) / counts.min()) + 1e-12
+    assert np.all(np.abs(probs - exact[None]) <= 4 * se + 1e-12)
+    np.testing.assert_allclose(probs[:, 0, 1], 1.0)
+
+
+def test_conditional_is_nan_where_nothing_meets_the_condition():
+    s = np.array([[[0, 1], [0, 0]], [[1, 1], [0, 1]]])  # item 0 never has y_1 = 1
+    probs, counts = conditional_probs(s, 2, j=0, b=1)
+    assert counts.tolist() == [0, 1]
+    assert np.isnan(probs[0]).all()
+    np.testing.assert_array_equal(probs[1], [[0, 1], [0, 1]])
+    with pytest.raises(ValueError, match="outside"):
+        conditional_probs(s, 2, j=2, b=0)
+
+
+def test_time_to_event_and_interval():
+    s = np.array([[[0, 0, 2, 2], [2, 2, 2, 2], [0, 1, 1, 0]]])
+    t = time_to_event(s, event=2)
+    np.testing.assert_array_equal(t, [[2, 0, 4]])  # never -> L
+    rng = np.random.default_rng(2)
+    times = rng.integers(0, 100, (50, 1000))
+    lo, hi = interval(times, 0.9)
+    np.testing.assert_allclose(lo, np.quantile(times, 0.05, axis=1))
+    np.testing.assert_allclose(hi, np.quantile(times, 0.95, axis=1))
+    with pytest.raises(ValueError, match="alpha"):
+        interval(times, 1.5)
+
+
+def test_time_to_event_of_the_chain_matches_its_law():
+    # P(T > t) for the absorbing chain: the mass not yet in class 2 at entry t+1.
+    rng = np.random.default_rng(3)
+    M, L = 20000, 12
+    t = time_to_event(draw_chain(1, M, L, rng), event=2)[0]
+    survive = 1 - exact_marginals(L)[:, 2]
+    for k in range(L):
+        emp = (t > k).mean()
+        assert abs(emp - survive[k]) <= 4 * np.sqrt(survive[k] * (1 - survive[k]) / M) + 1e-9
