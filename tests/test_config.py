@@ -1,0 +1,283 @@
+"""Search-space files: the paper's values, profiles, round trips and every validation error."""
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from focus_tune.config import (
+    PROFILES,
+    ConfigError,
+    GridConfig,
+    SearchConfig,
+    TrainConfig,
+    load_search_config,
+    space_path,
+)
+
+GAMES = ("facemed", "seaquest", "riverraid", "bankheist", "hero", "roadrunner")
+PAPER_GRID = GridConfig(
+    lambdas=(0.001, 0.005, 0.01, 0.05), k1=3, k2=(1, 11, 21, 51, 101), constants=(0.001, 0.005, 0.01, 0.05)
+)
+
+
+def base_space() -> dict:
+    """A complete, valid search space as a plain dict (the packaged FaceMed file)."""
+    return yaml.safe_load(space_path("facemed").read_text())
+
+
+def write(tmp_path: Path, data, name: str = "space.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def set_at(d: dict, dotted: str, value) -> dict:
+    """Copy of d with d[a][b][c] = value for dotted = 'a.b.c' (creating mappings on the way)."""
+    d = copy.deepcopy(d)
+    *parents, last = dotted.split(".")
+    node = d
+    for key in parents:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    node[last] = value
+    return d
+
+
+# -- the packaged files ------------------------------------------------------------------
+@pytest.mark.parametrize("game", GAMES)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_packaged_space_loads(game, profile):
+    cfg = load_search_config(space_path(game), profile)
+    assert (cfg.game, cfg.profile, cfg.final_seeds) == (game, profile, 3)
+    assert cfg.source == space_path(game)
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_paper_profile_has_the_papers_values(game):
+    cfg = load_search_config(space_path(game), "paper")
+    assert cfg.grid == PAPER_GRID
+    assert cfg.train == TrainConfig(
+        lr=5e-5 if game == "hero" else 1e-5,
+        batch_size=256,
+        epochs=200,
+        eval_every=1,
+        num_samples=100,
+        ece_bins=10,
+        alpha=0.9,
+        encoder="resnet18",
+        embed_dim=256,
+        hidden=256,
+        selection="last",
+        val_items=None,
+        test_items=None,
+    )
+
+
+def test_smoke_profile_is_tiny_and_keeps_every_stage():
+    cfg = load_search_config(space_path("facemed"), "smoke")
+    t = cfg.train
+    assert (t.encoder, t.embed_dim, t.hidden, t.epochs, t.eval_every, t.num_samples, t.batch_size, t.lr) == (
+        "small", 32, 32, 2, 1, 16, 16, 1e-3,
+    )
+    assert (t.ece_bins, t.alpha, t.selection) == (10, 0.9, "last")  # not overridden: top level
+    g = cfg.grid
+    assert g.k1 >= 2  # a second sequential stage is exercised
+    assert min(g.k2) <= g.k1 < max(g.k2)  # a deduplicated joint candidate and a real one
+    assert len(g.lambdas) * (g.k1 + len(g.k2)) + len(g.constants) + 1 <= 16
+
+
+def test_quick_profile_overrides_training_and_keeps_paper_grids():
+    cfg = load_search_config(space_path("hero"), "quick")
+    t = cfg.train
+    assert (t.encoder, t.embed_dim, t.hidden, t.lr, t.batch_size, t.epochs, t.eval_every, t.num_samples) == (
+        "resnet18", 128, 128, 1e-3, 64, 30, 5, 100,
+    )
+    assert cfg.grid == PAPER_GRID
+
+
+def test_space_path_points_at_the_repo_folder_and_rejects_unknown_games():
+    assert space_path("hero") == Path(__file__).resolve().parent.parent / "search_spaces" / "hero.yaml"
+    with pytest.raises(ConfigError, match=r"no search space for game 'pong'.*known games: bankheist, facemed"):
+        space_path("pong")
+
+
+# -- round trips -------------------------------------------------------------------------
+@pytest.mark.parametrize("profile", PROFILES)
+def test_round_trip_yaml_config_dict_config(profile):
+    cfg = load_search_config(space_path("hero"), profile)
+    d = cfg.to_dict()
+    assert SearchConfig.from_dict(d) == cfg
+    # The dict is plain data: it survives a YAML dump (e.g. logged as an artifact).
+    assert SearchConfig.from_dict(yaml.safe_load(yaml.safe_dump(d))) == cfg
+
+
+def test_resolved_config_written_as_a_space_file_loads_back(tmp_path):
+    cfg = load_search_config(space_path("roadrunner"), "smoke")
+    d = cfg.to_dict()
+    space = {"game": d["game"], "final_seeds": d["final_seeds"], "grid": d["grid"], "train": d["train"]}
+    space["profiles"] = {"paper": {}}
+    again = load_search_config(write(tmp_path, space), "paper")
+    assert (again.train, again.grid, again.game) == (cfg.train, cfg.grid, cfg.game)
+
+
+def test_profile_overrides_merge_only_the_keys_they_list(tmp_path):
+    space = set_at(base_space(), "profiles.quick", {"train": {"epochs": 7}, "grid": {"k2": [2, 9]}})
+    cfg = load_search_config(write(tmp_path, space), "quick")
+    assert cfg.train.epochs == 7 and cfg.train.lr == 1e-5 and cfg.train.batch_size == 256
+    assert cfg.grid.k2 == (2, 9) and cfg.grid.lambdas == PAPER_GRID.lambdas
+
+
+def test_empty_profiles_and_optional_keys_use_the_defaults(tmp_path):
+    space = base_space()
+    del space["final_seeds"], space["train"]["val_items"], space["train"]["test_items"]
+    space["profiles"] = {"paper": None}
+    cfg = load_search_config(write(tmp_path, space), "paper")
+    assert cfg.final_seeds == 3 and cfg.train.val_items is None and cfg.train.test_items is None
+
+
+def test_ints_are_accepted_where_floats_are_expected(tmp_path):
+    space = set_at(set_at(base_space(), "train.lr", 1), "grid.lambdas", [0, 1])
+    cfg = load_search_config(write(tmp_path, space), "paper")
+    assert cfg.train.lr == 1.0 and isinstance(cfg.train.lr, float)
+    assert cfg.grid.lambdas == (0.0, 1.0) and all(isinstance(v, float) for v in cfg.grid.lambdas)
+
+
+def test_exponent_without_a_dot_is_a_number(tmp_path):
+    # YAML 1.1 (PyYAML) would read 1e-5 as the string '1e-5'.
+    text = space_path("hero").read_text().replace("lr: 5.0e-5", "lr: 5e-5")
+    assert "lr: 5e-5" in text
+    assert load_search_config(write(tmp_path, text), "paper").train.lr == 5e-5
+
+
+# -- validation: each error names the file and the dotted field ---------------------------
+def test_error_message_names_file_and_field_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "search_spaces").mkdir()
+    space = set_at(base_space(), "profiles.quick.grid.lambdas", [0.001, 0.005, -0.1])
+    path = write(tmp_path / "search_spaces", space, "hero.yaml")
+    with pytest.raises(ConfigError) as e:
+        load_search_config(path, "paper")
+    assert str(e.value) == (
+        "search_spaces/hero.yaml: profiles.quick.grid.lambdas[2]: -0.1 is negative; lambdas must be >= 0"
+    )
+    assert isinstance(e.value, ValueError)
+
+
+BAD = [
+    # (dotted field, value, expected field path in the message, expected words)
+    ("colour", "red", "colour", "unknown key; allowed here: game, grid, train, final_seeds, profiles"),
+    ("train.lrr", 0.1, "train.lrr", "unknown key"),
+    ("grid.k3", 4, "grid.k3", "unknown key"),
+    ("profiles.quick.train.epoch", 3, "profiles.quick.train.epoch", "unknown key"),
+    ("profiles.quick.model", {}, "profiles.quick.model", "allowed here: train, grid"),
+    ("profiles.tiny", {}, "profiles.tiny", "allowed here: smoke, quick, paper"),
+    ("train.epochs", "10", "train.epochs", "expected an integer, got str '10'"),
+    ("train.epochs", True, "train.epochs", "expected an integer, got bool True"),
+    ("train.batch_size", 12.5, "train.batch_size", "expected an integer"),
+    ("profiles.smoke.train.num_samples", False, "profiles.smoke.train.num_samples", "expected an integer"),
+    ("train.lr", "fast", "train.lr", "expected a number, got str 'fast'"),
+    ("train.lr", "0.01", "train.lr", "quoted?"),
+    ("train.lr", True, "train.lr", "expected a number"),
+    ("train.lr", 0.0, "train.lr", "must be a finite number > 0"),
+    ("train.epochs", 0, "train.epochs", "0 must be >= 1"),
+    ("profiles.quick.train.epochs", -3, "profiles.quick.train.epochs", "must be >= 1"),
+    ("train.eval_every", 0, "train.eval_every", "must be >= 1"),
+    ("train.alpha", 1.0, "train.alpha", "must be in (0, 1)"),
+    ("train.alpha", 0, "train.alpha", "must be in (0, 1)"),
+    ("train.encoder", "resnet50", "train.encoder", "'resnet50' is not one of resnet18, small"),
+    ("train.selection", "first", "train.selection", "is not one of last, best"),
+    ("train.val_items", 0, "train.val_items", "must be >= 1"),
+    ("profiles.smoke.train.test_items", "all", "profiles.smoke.train.test_items", "expected an integer"),
+    ("grid.lambdas", [0.01, -0.5], "grid.lambdas[1]", "-0.5 is negative; lambdas must be >= 0"),
+    ("grid.lambdas", [0.01, float("nan")], "grid.lambdas[1]", "is NaN"),
+    ("grid.lambdas", [0.01, float("inf")], "grid.lambdas[1]", "not finite"),
+    ("grid.lambdas", [], "grid.lambdas", "is empty"),
+    ("grid.lambdas", 0.01, "grid.lambdas", "expected a list of lambdas"),
+    ("grid.lambdas", [0.01, 0.01], "grid.lambdas[1]", "repeats grid.lambdas[0]"),
+    ("grid.constants", [], "grid.constants", "is empty"),
+    ("profiles.paper.grid.constants", [-1], "profiles.paper.grid.constants[0]", "constants must be >= 0"),
+    ("grid.k2", [], "grid.k2", "is empty"),
+    ("grid.k2", [1, 0, 11], "grid.k2[1]", "0 is not positive; k2 (the last regularized entry) must be >= 1"),
+    ("profiles.quick.grid.k2", [-5, 11], "profiles.quick.grid.k2[0]", "is not positive"),
+    ("grid.k2", [1, 2.5], "grid.k2[1]", "expected an integer"),
+    ("grid.k1", 0, "grid.k1", "must be >= 1"),
+    ("grid.k1", 101, "grid.k1", "k1 = 101 leaves no joint entries: every k2 in [1, 11, 21, 51, 101] (grid.k2)"),
+    ("profiles.quick.grid.k1", 200, "profiles.quick.grid.k1", "leaves no joint entries"),
+    ("profiles.quick.grid.k2", [1, 2], "grid.k1", "every k2 in [1, 2] (profiles.quick.grid.k2) is <= k1"),
+    ("final_seeds", 0, "final_seeds", "must be >= 1"),
+    ("game", "../etc", "game", "it names folders"),
+    ("train", [1, 2], "train", "must be a mapping"),
+    ("profiles.quick", [1], "profiles.quick", "must be a mapping"),
+]
+
+
+@pytest.mark.parametrize("dotted, value, at, words", BAD, ids=[f"{b[0]}={b[1]!r}" for b in BAD])
+def test_invalid_values_name_file_and_field(tmp_path, dotted, value, at, words):
+    path = write(tmp_path, set_at(base_space(), dotted, value))
+    # Every profile is validated whatever the chosen one: a broken `paper` fails a `quick` run.
+    with pytest.raises(ConfigError) as e:
+        load_search_config(path, "quick")
+    message = str(e.value)
+    assert message.startswith(f"{path}: {at}: "), message
+    assert words in message, message
+
+
+@pytest.mark.parametrize("missing", ["game", "grid", "train", "train.lr", "grid.k1", "train.selection"])
+def test_missing_required_keys(tmp_path, missing):
+    space = base_space()
+    *parents, last = missing.split(".")
+    node = space
+    for key in parents:
+        node = node[key]
+    del node[last]
+    with pytest.raises(ConfigError, match=rf"space.yaml: {missing}: missing \(required\)"):
+        load_search_config(write(tmp_path, space), "paper")
+
+
+def test_unknown_profile_lists_the_valid_ones(tmp_path):
+    path = write(tmp_path, base_space())
+    with pytest.raises(ConfigError, match=r"space.yaml: unknown profile 'fast'; choose one of smoke, quick, paper"):
+        load_search_config(path, "fast")
+
+
+def test_profile_absent_from_the_file(tmp_path):
+    space = base_space()
+    space["profiles"] = {"paper": {}}
+    with pytest.raises(ConfigError, match=r"profiles: defines no profile 'quick' \(it defines: paper\)"):
+        load_search_config(write(tmp_path, space), "quick")
+
+
+def test_malformed_yaml_reports_file_and_line(tmp_path):
+    text = "game: hero\ngrid:\n  lambdas: [0.01, 0.05\n  k1: 3\n"
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_search_config(path, "paper")
+    assert str(e.value).startswith(f"{path}:4:") and "malformed YAML" in str(e.value)
+
+
+def test_duplicate_yaml_keys_are_an_error(tmp_path):
+    text = space_path("hero").read_text().replace("  batch_size: 256\n", "  batch_size: 256\n  batch_size: 32\n")
+    with pytest.raises(ConfigError, match=r"space.yaml:\d+:\d+: malformed YAML: found duplicate key 'batch_size'"):
+        load_search_config(write(tmp_path, text), "paper")
+
+
+@pytest.mark.parametrize("text", ["", "- game: hero\n", "just text\n"])
+def test_a_file_that_is_not_a_mapping(tmp_path, text):
+    with pytest.raises(ConfigError, match="the file must be a mapping"):
+        load_search_config(write(tmp_path, text), "paper")
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_search_config(tmp_path / "nope.yaml", "paper")
+
+
+def test_from_dict_validates_too():
+    d = load_search_config(space_path("hero"), "paper").to_dict()
+    d["grid"]["lambdas"] = [0.01, math.nan]
+    with pytest.raises(ConfigError, match=r"<dict>: grid.lambdas\[1\]: is NaN"):
+        SearchConfig.from_dict(d)
