@@ -21,7 +21,6 @@ entries to give the sequence-level numbers. Choices the paper leaves open:
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 CE_EPS = 1e-3
 
@@ -89,19 +88,33 @@ def reliability_curve(probs, labels, n_bins: int = 10) -> dict[str, np.ndarray]:
     }
 
 
-def _auc_columns(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
-    """Mann-Whitney AUC of each column; NaN where a column has only one label value.
+def _auc_per_class(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """One-vs-rest Mann-Whitney AUC of every (entry, class): [L, c], NaN where undefined.
 
-    scores, positive: [N, K]. Ties get average ranks, i.e. count 1/2.
+    probs [N, L, c], labels [N, L]. AUC = (rank sum of positives - n+(n+ + 1)/2) / (n+ n-),
+    with average ranks for ties (ties count 1/2, as in scikit-learn). Every item is a
+    positive of exactly one class per entry, so only N * L ranks are needed: each is found
+    by binary search (np.searchsorted, one call per column) in the sorted scores.
     """
-    N = scores.shape[0]
-    ranks = rankdata(scores, axis=0, method="average")
-    n_pos = positive.sum(axis=0)
+    N, L, c = probs.shape
+    columns = np.sort(probs.transpose(1, 2, 0).reshape(L * c, N), axis=1)  # (L*c, N)
+    col = (np.arange(L)[None, :] * c + labels).ravel()  # column of each positive
+    q = np.take_along_axis(probs, labels[..., None], axis=2).ravel()
+    order = np.argsort(col, kind="stable")
+    col, q = col[order], q[order]
+    bounds = np.searchsorted(col, np.arange(L * c + 1))  # positives of column j: bounds[j]:bounds[j+1]
+    rank = np.empty(len(q))
+    for j in np.flatnonzero(np.diff(bounds)):
+        a, b = bounds[j], bounds[j + 1]
+        less = np.searchsorted(columns[j], q[a:b], side="left")
+        not_more = np.searchsorted(columns[j], q[a:b], side="right")
+        rank[a:b] = less + (not_more - less + 1) / 2  # average 1-based rank among ties
+    n_pos = np.bincount(col, minlength=L * c).astype(np.float64)
+    rank_sum = np.bincount(col, weights=rank, minlength=L * c)
     n_neg = N - n_pos
-    rank_sum = (ranks * positive).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         auc = (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
-    return np.where((n_pos > 0) & (n_neg > 0), auc, np.nan)
+    return np.where((n_pos > 0) & (n_neg > 0), auc, np.nan).reshape(L, c)
 
 
 def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) -> dict:
@@ -114,20 +127,18 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) ->
     """
     probs, labels = _check_probs_labels(probs, labels, 3)
     N, L, c = probs.shape
-    onehot = np.zeros_like(probs)
-    np.put_along_axis(onehot, labels[..., None], 1.0, axis=2)
-
     conf = probs.max(axis=2)  # (N, L)
     correct = (probs.argmax(axis=2) == labels).astype(np.float64)
     ece_i = _ece_columns(conf, correct, n_bins)
 
-    auc_cols = _auc_columns(probs.reshape(N, L * c), onehot.reshape(N, L * c)).reshape(L, c)
+    auc_cols = _auc_per_class(probs, labels)
     defined = ~np.isnan(auc_cols)
     with np.errstate(invalid="ignore"):
         auc_i = np.where(defined, auc_cols, 0.0).sum(axis=1) / defined.sum(axis=1)
 
-    brier_i = ((probs - onehot) ** 2).mean(axis=(0, 2))
-    p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]
+    p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]  # (N, L)
+    # sum_a (p_a - 1[y = a])^2 = sum_a p_a^2 - 2 p_y + 1, without a [N, L, c] one-hot.
+    brier_i = (np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1).mean(axis=0) / c
     ce_i = -np.log(np.maximum(p_true, ce_eps)).mean(axis=0)
 
     per_entry = {"ece": ece_i, "auc": auc_i, "brier": brier_i, "ce": ce_i}
