@@ -1,0 +1,536 @@
+"""The paper's staged lambda search (Sec. 5, App. C.4) as a pure state machine.
+
+Given the results so far (trial id -> validation ECE, lower is better; None = failed), the
+plan says which trainings can run now. It holds no state of its own: every call replays the
+procedure from the results, so the same results always give the same batches, and a driver
+that persists ``results`` resumes after a crash by calling :meth:`SearchPlan.next_batch`
+again.
+
+The procedure, for a sequence of ``length`` entries and a grid (lambdas, k1, k2, constants):
+
+* stage i = 1..k1: lambda_1..lambda_{i-1} = the winners so far, lambda_i = each grid value,
+  0 after; the winner is the lowest score (ties: first in grid order; failed trials
+  excluded; a stage in which every trial failed raises :class:`StageFailed`);
+* joint: ``LambdaSchedule.staged(winners, lambda_all, k2, length)`` over lambdas x k2; its
+  winner is the time-dependent winner;
+* constant: ``constant(c)`` for c in constants; none: one unregularized trial;
+* final: each family's winner is retrained with seeds seed..seed+final_seeds-1 and
+  evaluated on the test set; the final with the search seed reuses the search trial's
+  checkpoint (``source_trial``) instead of training again.
+
+Two things keep it cheap. *Overlap*: batch 1 is stage 1 + every constant candidate + none,
+and a family's finals run beside the next stage as soon as its winner is known.
+*Deduplication*: a candidate whose schedule and seed equal another's is trained once and
+takes that trial's score (joint candidates with k2 <= k1 are the stage-k1 winner; all
+k2 >= length are the same schedule).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Literal, Mapping
+
+from .config import GridConfig
+from .regularization import LambdaSchedule
+
+FAMILIES = ("none", "constant", "time-dependent")
+# The stage whose winner is each family's winner.
+FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint"}
+JOINT_SEARCHES = ("grid", "optuna")
+
+Results = Mapping[str, "float | None"]
+
+
+class StageFailed(RuntimeError):
+    """Every trial of a stage failed, so the stage has no winner and the search cannot go on."""
+
+    def __init__(self, stage: str, trial_ids: Iterable[str]):
+        self.stage = stage
+        self.trial_ids = tuple(trial_ids)
+        super().__init__(
+            f"every trial of stage {stage!r} failed ({', '.join(self.trial_ids)}); "
+            "see their logs, fix the cause and resume"
+        )
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One training (or, for a final with ``source_trial``, one test evaluation) to run.
+
+    ``trial_id`` is deterministic, readable and filesystem safe, e.g. ``stage2-l0.005-s0``,
+    ``joint-la0.01-k21-s0``, ``constant-0.01-s0``, ``none-s0``, ``final-time-dependent-s1``.
+    ``params`` are flat values for tracking (schedule summary, lambda_1..lambda_i where
+    the stage defines them, lambda_all, k2, lambda_const, seed).
+    ``source_trial`` is set on the final whose seed is the search seed: the search trial
+    ``source_trial`` already trained this schedule with this seed, so the runner only
+    evaluates its checkpoint on the test set.
+    """
+
+    trial_id: str
+    stage: str  # stage1..stageK | joint | constant | none | final
+    family: str  # none | constant | time-dependent
+    schedule: LambdaSchedule
+    seed: int
+    params: dict[str, float | int | str] = field(hash=False)
+    source_trial: str | None = None
+
+
+@dataclass(frozen=True)
+class StageWinner:
+    """The chosen candidate of a stage.
+
+    ``candidate`` is the candidate as the procedure sees it (e.g. ``joint-la0.01-k1-s0``);
+    ``trained_as`` is the trial whose result it took, which differs when the candidate was
+    deduplicated (there, ``stage3-l0.01-s0``).
+    """
+
+    stage: str
+    candidate: TrialSpec
+    trained_as: str
+    score: float
+
+    @property
+    def schedule(self) -> LambdaSchedule:
+        return self.candidate.schedule
+
+
+@dataclass(frozen=True)
+class JointSpace:
+    """The joint stage (lambda_all x k2) handed to a search algorithm such as Optuna.
+
+    The runner searches ``lambdas`` x ``k2`` with ``budget`` trainings (what the grid would
+    train), makes each trial's spec with :meth:`joint_trial`, and stores its score under
+    that spec's ``trial_id``. A spec whose id already has a result needs no training (it is
+    a schedule trained before, e.g. k2 <= k1). When the search has used its budget the
+    runner stores ``results[done_id] = None``; the stage is then decided over every joint
+    candidate with a result.
+    """
+
+    prefix: tuple[float, ...]  # lambda_1..lambda_k1, the stage winners
+    lambdas: tuple[float, ...]  # grid of lambda_all
+    k2: tuple[int, ...]
+    budget: int  # distinct trainings of the joint grid
+    trained: int  # of those, how many already have a result (a resumed search)
+    evaluated: tuple[tuple[float, int, float], ...]  # (lambda_all, k2, score) known so far
+    done_id: str
+    trials: dict[tuple[float, int], TrialSpec] = field(hash=False, repr=False)
+
+    @property
+    def remaining(self) -> int:
+        """Trainings left in the budget."""
+        return self.budget - self.trained
+
+    def joint_trial(self, lambda_all: float, k2: int) -> TrialSpec:
+        """The spec that trains (or already trained) the joint candidate (lambda_all, k2)."""
+        key = (float(lambda_all), int(k2))
+        if key not in self.trials:
+            raise ValueError(
+                f"(lambda_all={lambda_all}, k2={k2}) is not on the joint grid "
+                f"lambdas={list(self.lambdas)} x k2={list(self.k2)}"
+            )
+        return self.trials[key]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Trainings whose dependencies are met and that have no result yet: run them in parallel.
+
+    With ``joint_search="optuna"``, ``joint_space`` is set while the joint stage is open and
+    its trials are not in ``trials``. An empty batch (no trials, no joint space) means done.
+    """
+
+    trials: list[TrialSpec]
+    joint_space: JointSpace | None = None
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The stages present, in procedure order (joint included when searched by Optuna)."""
+        names = [t.stage for t in self.trials] + (["joint"] if self.joint_space else [])
+        return tuple(dict.fromkeys(names))
+
+    @property
+    def trainings(self) -> int:
+        """Trials that train a model (finals with a ``source_trial`` only evaluate one)."""
+        return sum(t.source_trial is None for t in self.trials)
+
+    def __bool__(self) -> bool:
+        return bool(self.trials) or self.joint_space is not None
+
+
+@dataclass(frozen=True)
+class PlanStats:
+    """What a whole search costs and what overlap and deduplication saved."""
+
+    batches: int  # sequential rounds
+    trainings: int  # models trained
+    evaluations: int  # finals that only evaluate a search checkpoint on the test set
+    naive_trainings: int  # every candidate and every final seed trained separately
+    dedup_saved: int  # trainings skipped because an identical schedule was trained already
+    reuse_saved: int  # final retrains replaced by the search trial's checkpoint
+    rounds_without_overlap: int  # stage1..stageK, joint, constant, none, final one after another
+
+    @property
+    def overlap_saved(self) -> int:
+        """Sequential rounds saved by running independent stages side by side."""
+        return self.rounds_without_overlap - self.batches
+
+
+@dataclass
+class _Stage:
+    name: str
+    candidates: list[tuple[TrialSpec, tuple]]  # (candidate, key of the training it needs)
+    winner: StageWinner | None = None
+
+
+class _Trainings:
+    """The distinct trainings of one replay, keyed by what they compute.
+
+    Two specs with the same key train the same model: the first one that has a result
+    stands for the key, or, when none has, the first one registered. Preferring the one
+    with a result keeps earlier choices valid when a later family's finals become known
+    before an earlier family's (a resumed search), so nothing is trained twice.
+    """
+
+    def __init__(self, results: Results):
+        self.results = results
+        self.groups: dict[tuple, list[TrialSpec]] = {}
+
+    def add(self, spec: TrialSpec) -> tuple:
+        # A final is a test evaluation (or a retrain) of a family winner; a search trial is
+        # a validation run. Same schedule and seed in both roles is handled by source_trial.
+        key = (spec.stage == "final", spec.schedule, spec.seed)
+        self.groups.setdefault(key, []).append(spec)
+        return key
+
+    def first(self, key: tuple) -> TrialSpec:
+        """The spec that first asked for this training."""
+        return self.groups[key][0]
+
+    def trained(self, key: tuple) -> TrialSpec:
+        """The spec that stands for the key: the first with a result, else the first."""
+        group = self.groups[key]
+        return next((s for s in group if s.trial_id in self.results), group[0])
+
+    def has_result(self, key: tuple) -> bool:
+        return self.trained(key).trial_id in self.results
+
+    def score(self, key: tuple) -> float | None:
+        """The selection score, or None when the training failed (None or NaN)."""
+        spec = self.trained(key)
+        value = self.results[spec.trial_id]
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"result of {spec.trial_id} must be a number or None, got {value!r}")
+        return None if math.isnan(value) else float(value)
+
+
+@dataclass
+class _State:
+    trainings: _Trainings
+    stages: dict[str, _Stage]
+    prefix: tuple[float, ...]  # lambda_1..lambda_i of the decided stages
+    finals: dict[str, list[tuple]]  # family -> keys of its finals, seed order
+    optuna_keys: set[tuple]  # joint trainings left to the Optuna search
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """The staged search for one scenario; see the module docstring.
+
+    grid: the search grids; length: entries per sequence (L); seed: the seed of every search
+    trial (finals use seed..seed+final_seeds-1); joint_search: "grid" lists the joint
+    trials, "optuna" hands the joint stage to the runner as a :class:`JointSpace`.
+    """
+
+    grid: GridConfig
+    length: int
+    seed: int
+    final_seeds: int = 3
+    joint_search: Literal["grid", "optuna"] = "grid"
+
+    def __post_init__(self):
+        g = self.grid
+        for name in ("lambdas", "k2", "constants"):
+            values = tuple(getattr(g, name))
+            if not values:
+                raise ValueError(f"grid.{name} is empty")
+            if len(set(values)) != len(values):
+                raise ValueError(f"grid.{name} = {list(values)} repeats a value")
+        for name in ("lambdas", "constants"):
+            if any(math.isnan(v) or v < 0 for v in getattr(g, name)):
+                raise ValueError(f"grid.{name} = {list(getattr(g, name))}: lambdas must be >= 0")
+        if any(isinstance(k, bool) or int(k) != k or k < 1 for k in g.k2):
+            raise ValueError(f"grid.k2 = {list(g.k2)}: every k2 must be a positive integer")
+        if g.k1 < 1 or g.k1 >= max(g.k2):
+            raise ValueError(f"grid.k1 = {g.k1} must be >= 1 and below the largest k2 ({max(g.k2)})")
+        if self.length < g.k1:
+            raise ValueError(f"length {self.length} is shorter than k1 = {g.k1}")
+        if self.seed < 0 or self.final_seeds < 1:
+            raise ValueError(f"seed ({self.seed}) must be >= 0 and final_seeds ({self.final_seeds}) >= 1")
+        if self.joint_search not in JOINT_SEARCHES:
+            raise ValueError(f"joint_search {self.joint_search!r} is not one of {', '.join(JOINT_SEARCHES)}")
+
+    # -- public API ---------------------------------------------------------------------
+    def next_batch(self, results: Results) -> Batch:
+        """The trainings to run now, given results (trial id -> val ECE, None = failed)."""
+        state = self._replay(results)
+        t = state.trainings
+        pending = [
+            t.trained(key)
+            for key in t.groups
+            if not t.has_result(key) and key not in state.optuna_keys
+        ]
+        return Batch(trials=pending, joint_space=self._joint_space(state))
+
+    def winners(self, results: Results) -> dict[str, StageWinner]:
+        """The decided stages' winners, in procedure order (stage1.., joint, constant, none)."""
+        stages = self._replay(results).stages
+        order = [*(f"stage{i}" for i in range(1, self.grid.k1 + 1)), "joint", "constant", "none"]
+        return {name: stages[name].winner for name in order if name in stages and stages[name].winner is not None}
+
+    def done(self, results: Results) -> bool:
+        """True when every family is decided and every final has a result (failed or not)."""
+        state = self._replay(results)
+        return len(state.finals) == len(FAMILIES) and all(
+            state.trainings.has_result(key) for keys in state.finals.values() for key in keys
+        )
+
+    def finals(self, results: Results) -> dict[str, dict[int, str]]:
+        """family -> {seed: id of the trial that holds that final's test evaluation}.
+
+        Usually ``final-<family>-s<seed>``; a family whose winner is the same schedule as
+        another family's (say the time-dependent winner is constant(0.01)) shares that
+        family's finals, which were not run twice. Only decided families are listed.
+        """
+        state = self._replay(results)
+        t = state.trainings
+        return {
+            family: {t.first(key).seed: t.trained(key).trial_id for key in keys}
+            for family, keys in state.finals.items()
+        }
+
+    def all_trials(self, results: Results) -> list[TrialSpec]:
+        """Every distinct trial known given results, run or runnable now, in procedure order
+        (stage1, constant, none, stage2.., joint, then the finals)."""
+        t = self._replay(results).trainings
+        return [t.trained(key) for key in t.groups]
+
+    def dry_run(
+        self, results: Results | None = None, score: Callable[[TrialSpec], float | None] | None = None
+    ) -> list[Batch]:
+        """Every batch of the search, assuming the joint stage is a grid.
+
+        Known results are used where they exist (so past batches come out as they ran) and
+        ``score(spec)`` stands in for the rest (default: 0.0 for all, so ties pick the first
+        grid values).
+        """
+        plan = dataclasses.replace(self, joint_search="grid")
+        known = dict(results or {})
+        score = score or (lambda spec: 0.0)
+        simulated: dict[str, float | None] = {}
+        batches = []
+        while batch := plan.next_batch(simulated):
+            batches.append(batch)
+            for trial in batch.trials:
+                simulated[trial.trial_id] = known[trial.trial_id] if trial.trial_id in known else score(trial)
+        return batches
+
+    def stats(self, batches: list[Batch]) -> PlanStats:
+        """Counts for a dry-run planner (``batches`` from :meth:`dry_run`)."""
+        g = self.grid
+        trials = [t for b in batches for t in b.trials]
+        naive = (
+            g.k1 * len(g.lambdas)
+            + len(g.lambdas) * len(g.k2)
+            + len(g.constants)
+            + 1
+            + len(FAMILIES) * self.final_seeds
+        )
+        trainings = sum(t.source_trial is None for t in trials)
+        evaluations = len(trials) - trainings
+        return PlanStats(
+            batches=len(batches),
+            trainings=trainings,
+            evaluations=evaluations,
+            naive_trainings=naive,
+            dedup_saved=naive - trainings - evaluations,
+            reuse_saved=evaluations,
+            rounds_without_overlap=g.k1 + 4,
+        )
+
+    def describe(self, results: Results | None = None) -> str:
+        """A dry-run summary, one line per batch, for ``--dry-run`` style output."""
+        batches = self.dry_run(results)
+        lines = []
+        for n, batch in enumerate(batches, start=1):
+            counts = Counter(f"final {t.family}" if t.stage == "final" else t.stage for t in batch.trials)
+            what = ", ".join(f"{name} x{c}" for name, c in counts.items())
+            lines.append(f"batch {n}: {what}  ({batch.trainings} trainings)")
+        s = self.stats(batches)
+        lines.append(
+            f"{s.trainings} trainings + {s.evaluations} test evaluations of search checkpoints in "
+            f"{s.batches} batches; deduplication saved {s.dedup_saved} trainings, reusing search "
+            f"trials as the first final seed {s.reuse_saved}, overlap {s.overlap_saved} rounds "
+            f"(of {s.rounds_without_overlap})"
+        )
+        return "\n".join(lines)
+
+    # -- candidates ---------------------------------------------------------------------
+    def _stage_candidates(self, i: int, prefix: tuple[float, ...]) -> list[TrialSpec]:
+        """Stage i: lambda_1..lambda_{i-1} = prefix, lambda_i = each grid value, 0 after."""
+        out = []
+        for lam in self.grid.lambdas:
+            lambdas = (*prefix, lam)
+            params = {f"lambda_{j}": float(v) for j, v in enumerate(lambdas, start=1)}
+            # staged() with k2 = 1 <= i regularizes exactly the prefix entries.
+            schedule = LambdaSchedule.staged(lambdas, 0.0, 1, self.length)
+            out.append(self._spec(f"stage{i}-l{_num(lam)}", f"stage{i}", "time-dependent", schedule, params))
+        return out
+
+    def _joint_candidates(self, prefix: tuple[float, ...]) -> list[TrialSpec]:
+        out = []
+        for lambda_all in self.grid.lambdas:  # lambda_all outer, k2 inner: the tie order
+            for k2 in self.grid.k2:
+                params = {f"lambda_{j}": float(v) for j, v in enumerate(prefix, start=1)}
+                params |= {"lambda_all": float(lambda_all), "k2": int(k2)}
+                schedule = LambdaSchedule.staged(prefix, lambda_all, k2, self.length)
+                trial_id = f"joint-la{_num(lambda_all)}-k{int(k2)}"
+                out.append(self._spec(trial_id, "joint", "time-dependent", schedule, params))
+        return out
+
+    def _constant_candidates(self) -> list[TrialSpec]:
+        return [
+            self._spec(
+                f"constant-{_num(c)}", "constant", "constant", LambdaSchedule.constant(c, self.length),
+                {"lambda_const": float(c)},
+            )
+            for c in self.grid.constants
+        ]
+
+    def _none_candidates(self) -> list[TrialSpec]:
+        return [self._spec("none", "none", "none", LambdaSchedule.none(self.length), {})]
+
+    def _spec(self, name: str, stage: str, family: str, schedule: LambdaSchedule, params: dict) -> TrialSpec:
+        params = {"schedule": str(schedule), **params, "seed": self.seed}
+        return TrialSpec(f"{name}-s{self.seed}", stage, family, schedule, self.seed, params)
+
+    def _finals(self, family: str, winner: StageWinner) -> list[TrialSpec]:
+        out = []
+        for seed in range(self.seed, self.seed + self.final_seeds):
+            out.append(
+                TrialSpec(
+                    trial_id=f"final-{family}-s{seed}",
+                    stage="final",
+                    family=family,
+                    schedule=winner.schedule,
+                    seed=seed,
+                    params={**winner.candidate.params, "seed": seed},
+                    source_trial=winner.trained_as if seed == self.seed else None,
+                )
+            )
+        return out
+
+    # -- the replay ---------------------------------------------------------------------
+    def _replay(self, results: Results) -> _State:
+        """Rebuild the whole procedure from results: stages, their winners, the finals.
+
+        Registration order is fixed (stage1, constant, none, stage2.., joint, finals of none,
+        constant, time-dependent), which makes the batches deterministic.
+        """
+        trainings = _Trainings(results)
+        stages: dict[str, _Stage] = {}
+
+        def open_stage(name: str, candidates: list[TrialSpec]) -> _Stage:
+            stages[name] = _Stage(name, [(c, trainings.add(c)) for c in candidates])
+            return stages[name]
+
+        def decide(stage: _Stage) -> StageWinner | None:
+            stage.winner = self._decide(stage, trainings)
+            return stage.winner
+
+        open_stage("stage1", self._stage_candidates(1, ()))
+        open_stage("constant", self._constant_candidates())
+        open_stage("none", self._none_candidates())
+
+        optuna_keys: set[tuple] = set()
+        prefix: tuple[float, ...] = ()
+        for i in range(1, self.grid.k1 + 1):
+            winner = decide(stages[f"stage{i}"])
+            if winner is None:
+                break
+            prefix = (*prefix, winner.schedule.values[i - 1])
+            if i < self.grid.k1:
+                open_stage(f"stage{i + 1}", self._stage_candidates(i + 1, prefix))
+
+        if len(prefix) == self.grid.k1:
+            joint = open_stage("joint", self._joint_candidates(prefix))
+            if self.joint_search == "grid":
+                decide(joint)
+            else:
+                # Trainings first asked for by the joint stage are the Optuna search's to pick;
+                # the others (k2 <= k1, ...) were trained by an earlier stage.
+                optuna_keys = {k for _, k in joint.candidates if trainings.first(k).stage == "joint"}
+                finished = self._done_id() in results or all(trainings.has_result(k) for k in optuna_keys)
+                if finished:
+                    # Optuna tried part of the grid: choose among the candidates with a result.
+                    tried = [(c, k) for c, k in joint.candidates if trainings.has_result(k)]
+                    joint.winner = self._decide(_Stage("joint", tried), trainings)
+
+        decide(stages["constant"])
+        decide(stages["none"])
+
+        finals = {}
+        for family in FAMILIES:
+            name = FAMILY_STAGE[family]
+            if name in stages and stages[name].winner is not None:
+                finals[family] = [trainings.add(spec) for spec in self._finals(family, stages[name].winner)]
+        return _State(trainings, stages, prefix, finals, optuna_keys)
+
+    @staticmethod
+    def _decide(stage: _Stage, trainings: _Trainings) -> StageWinner | None:
+        """Lowest score wins, ties by candidate order; None while a result is missing."""
+        if not all(trainings.has_result(key) for _, key in stage.candidates):
+            return None
+        best: StageWinner | None = None
+        for candidate, key in stage.candidates:
+            score = trainings.score(key)
+            if score is not None and (best is None or score < best.score):
+                best = StageWinner(stage.name, candidate, trainings.trained(key).trial_id, score)
+        if best is None:
+            ids = dict.fromkeys(trainings.trained(key).trial_id for _, key in stage.candidates)
+            raise StageFailed(stage.name, ids)
+        return best
+
+    def _done_id(self) -> str:
+        return f"joint-optuna-done-s{self.seed}"
+
+    def _joint_space(self, state: _State) -> JointSpace | None:
+        """The open joint stage, for the runner's Optuna search (optuna mode only)."""
+        if self.joint_search != "optuna" or "joint" not in state.stages:
+            return None
+        joint, t = state.stages["joint"], state.trainings
+        if joint.winner is not None:
+            return None
+        evaluated = []
+        for c, k in joint.candidates:
+            if t.has_result(k) and t.score(k) is not None:
+                evaluated.append((c.params["lambda_all"], c.params["k2"], t.score(k)))
+        return JointSpace(
+            prefix=state.prefix,
+            lambdas=tuple(self.grid.lambdas),
+            k2=tuple(int(k) for k in self.grid.k2),
+            budget=len(state.optuna_keys),
+            trained=sum(t.has_result(k) for k in state.optuna_keys),
+            evaluated=tuple(evaluated),
+            done_id=self._done_id(),
+            trials={(c.params["lambda_all"], c.params["k2"]): t.trained(k) for c, k in joint.candidates},
+        )
+
+
+def _num(value: float) -> str:
+    """Shortest exact text of a grid value for trial ids: 0.005, 1e-05, 0.0."""
+    return repr(float(value) + 0.0)
