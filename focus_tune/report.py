@@ -1,0 +1,584 @@
+"""Final report of a search: the paper's three tables, a CSV and three figures.
+
+:func:`write_report` takes the test results of the final models (one flat result per seed and
+regularization family, as the trainable reports them) and writes into a run folder:
+
+- ``results.md``: the chosen schedules and the paper's tables (marginal, conditional on the
+  first entry, time-to-event interval), each cell the mean ± standard error over seeds;
+- ``results.csv``: one row per (family, seed) with every numeric metric, then a ``mean`` and
+  an ``se`` row per family;
+- ``entry_ece.png``, ``reliability.png``, ``intervals.png``: entry-level ECE (with the ECE
+  floor of the exact probabilities), reliability diagrams at the stored entries, and interval
+  width against the true time.
+
+Statistics are NaN-aware: a missing key or a NaN counts as no value, a cell with no value
+reads ``n/a``, and a cell whose value count differs from the row's seed count says so. The
+module is pure (numpy, matplotlib's Agg canvas, no pyplot state), so the driver can call it
+after Ray has shut down and log :attr:`Report.summary` wherever it likes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+FAMILIES = ("none", "constant", "time-dependent")
+FAMILY_COLORS = {"none": "black", "constant": "tab:blue", "time-dependent": "tab:red"}
+OTHER_COLORS = ("tab:green", "tab:purple", "tab:orange", "tab:brown")
+COVERAGE_TARGET = 0.9
+DPI = 110
+PER_ENTRY_KEY = "test_per_entry"
+NA = "n/a"
+FLOOR_NOTE = (
+    "*ECE floor*: the ECE that the exact probabilities score against the same realized test "
+    "labels; a small test set gives even a perfect model this much ECE from sampling noise alone, "
+    "so every model looks nearly calibrated and only the distance above the floor measures miscalibration."
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column: its label, the flat result key, and how the best mean is chosen.
+
+    ``better`` is ``"min"``, ``"max"``, ``"target"`` (closest to :data:`COVERAGE_TARGET`) or
+    ``None`` (not ranked). ``spread`` False shows the mean alone (e.g. item counts).
+    """
+
+    label: str
+    key: str
+    better: str | None = "min"
+    decimals: int = 4
+    spread: bool = True
+    optional: bool = False
+
+
+MARGINAL = (
+    Column("ECE", "test/marginal/ece"),
+    Column("ECE floor", "test/marginal/ece_floor", better=None, optional=True),
+    Column("AUC", "test/marginal/auc", better="max"),
+    Column("CE", "test/marginal/ce"),
+    Column("BS", "test/marginal/brier"),
+    Column("RMSE to exact", "test/marginal/rmse", optional=True),
+)
+CONDITIONAL = (
+    Column("ECE", "test/conditional/ece"),
+    Column("AUC", "test/conditional/auc", better="max"),
+    Column("CE", "test/conditional/ce"),
+    Column("BS", "test/conditional/brier"),
+    Column("items", "test/conditional/items", better=None, decimals=0, spread=False),
+)
+INTERVAL = (
+    Column("coverage", "test/interval/coverage", better="target"),
+    Column("relative width", "test/interval/relative_width"),
+    Column("relative MAE", "test/interval/relative_mae"),
+)
+SHORT_LABELS = {"ECE floor": "floor", "RMSE to exact": "RMSE", "relative width": "rel.width",
+                "relative MAE": "rel.MAE"}
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean, standard error and the number of finite values behind them."""
+
+    mean: float
+    se: float
+    n: int
+
+
+@dataclass
+class Report:
+    """What :func:`write_report` produced.
+
+    ``markdown`` is the text of results.md, ``table`` a plain-text table of the marginal and
+    interval means ± SE for the end of a CLI run, ``files`` the written paths, and ``summary``
+    the per-family means of every numeric ``test/...`` metric, keyed ``<family>/<metric>``.
+    """
+
+    markdown: str
+    table: str
+    files: list[Path] = field(default_factory=list)
+    summary: dict[str, float] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def _to_float(value: Any) -> float:
+    """A float, or NaN for None, booleans and anything that is not a number."""
+    if value is None or isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _finite(values: Iterable[Any]) -> np.ndarray:
+    x = np.array([_to_float(v) for v in values], dtype=np.float64)
+    return x[np.isfinite(x)]
+
+
+def aggregate(values: Iterable[Any]) -> tuple[float, float]:
+    """Mean and standard error of the finite values (NaN, None and non-numbers are ignored).
+
+    SE = sample standard deviation (ddof=1) / sqrt(n). With no finite value both are NaN;
+    with one, the mean is that value and the SE is NaN.
+    """
+    x = _finite(values)
+    if x.size == 0:
+        return math.nan, math.nan
+    if x.size == 1:
+        return float(x[0]), math.nan
+    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+
+
+def _stat(rows: Sequence[Mapping[str, Any]], key: str) -> Stat:
+    values = [row.get(key) for row in rows]
+    mean, se = aggregate(values)
+    return Stat(mean, se, int(_finite(values).size))
+
+
+# ----------------------------------------------------------------------------- families
+
+
+def _ordered_families(finals: Mapping[str, Sequence]) -> list[str]:
+    """The paper's families in the paper's order, then any other family in the given order."""
+    return [f for f in FAMILIES if f in finals] + [f for f in finals if f not in FAMILIES]
+
+
+def _color(family: str, families: Sequence[str]) -> str:
+    if family in FAMILY_COLORS:
+        return FAMILY_COLORS[family]
+    others = [f for f in families if f not in FAMILY_COLORS]
+    return OTHER_COLORS[others.index(family) % len(OTHER_COLORS)]
+
+
+def _class_name(class_names: Sequence[str], index: int) -> str:
+    return str(class_names[index]) if 0 <= index < len(class_names) else f"class {index}"
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def _best(column: Column, means: Mapping[str, float]) -> set[str]:
+    """Families whose mean is best in the column (none when fewer than two are comparable)."""
+    finite = {f: m for f, m in means.items() if math.isfinite(m)}
+    if column.better is None or len(finite) < 2:
+        return set()
+    score = {
+        "min": lambda m: m,
+        "max": lambda m: -m,
+        "target": lambda m: abs(m - COVERAGE_TARGET),
+    }[column.better]
+    top = min(score(m) for m in finite.values())
+    return {f for f, m in finite.items() if math.isclose(score(m), top, rel_tol=1e-12, abs_tol=1e-15)}
+
+
+def _cell(stat: Stat, seeds: int, column: Column, bold: bool = False, sep: str = " ± ") -> str:
+    """'mean ± se' (mean in bold if best), 'n/a' without values, '(n=k)' when k differs from seeds."""
+    if stat.n == 0:
+        return NA
+    text = f"{stat.mean:.{column.decimals}f}"
+    if bold:
+        text = f"**{text}**"
+    if column.spread and stat.n >= 2:
+        text += f"{sep}{stat.se:.{column.decimals}f}"
+    if stat.n != seeds:
+        text += f" (n={stat.n})"
+    return text
+
+
+def _columns(columns: Sequence[Column], families: Sequence[str], finals: Mapping) -> list[Column]:
+    """The columns to show: optional ones only when some family has a value for them."""
+    def present(col: Column) -> bool:
+        return any(_stat(finals[f], col.key).n for f in families)
+    return [c for c in columns if not c.optional or present(c)]
+
+
+def _markdown_table(columns: Sequence[Column], families: Sequence[str], finals: Mapping) -> list[str]:
+    stats = {f: {c.key: _stat(finals[f], c.key) for c in columns} for f in families}
+    best = {c.key: _best(c, {f: stats[f][c.key].mean for f in families}) for c in columns}
+    lines = [
+        "| family | seeds | " + " | ".join(c.label for c in columns) + " |",
+        "|---|---:|" + "---:|" * len(columns),
+    ]
+    for f in families:
+        seeds = len(finals[f])
+        cells = [_cell(stats[f][c.key], seeds, c, bold=f in best[c.key]) for c in columns]
+        lines.append(f"| {f} | n={seeds} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _plain_table(title: str, columns: Sequence[Column], families: Sequence[str], finals: Mapping) -> list[str]:
+    header = ["family", "seeds"] + [SHORT_LABELS.get(c.label, c.label) for c in columns]
+    rows = [
+        [f, str(len(finals[f]))] + [_cell(_stat(finals[f], c.key), len(finals[f]), c, sep="±") for c in columns]
+        for f in families
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip()  # noqa: E731
+    body = [fmt(r) for r in rows] or ["(no results)"]
+    return [title, fmt(header), "  ".join("-" * w for w in widths), *body]
+
+
+def _all_na(columns: Sequence[Column], families: Sequence[str], finals: Mapping) -> bool:
+    return all(_stat(finals[f], c.key).n == 0 for f in families for c in columns)
+
+
+# ----------------------------------------------------------------------------- markdown
+
+
+def _header_lines(game: str, profile: str) -> list[str]:
+    return [
+        f"# foCus regularization search: {game} ({profile} profile)",
+        "",
+        "Test set, final models (last epoch) retrained once per seed. Each cell: mean ± standard "
+        "error over seeds (SE = sample standard deviation, ddof=1, / sqrt(n)); a single seed shows "
+        "the mean alone, `n/a` means no value, and `(n=k)` marks a cell with values from only k seeds. "
+        f"Best mean per column in **bold**: lowest, except AUC (highest) and coverage (closest to {COVERAGE_TARGET}).",
+        "",
+    ]
+
+
+def _schedule_lines(families: Sequence[str], finals: Mapping, schedules: Mapping[str, str]) -> list[str]:
+    lines = ["## Chosen schedules", "", "| family | schedule | seeds |", "|---|---|---:|"]
+    for f in families:
+        schedule = str(schedules.get(f, NA)).replace("|", "\\|")
+        lines.append(f"| {f} | `{schedule}` | n={len(finals[f])} |")
+    return lines + [""]
+
+
+def _skipped_lines(skipped: Sequence[str]) -> list[str]:
+    if not skipped:
+        return []
+    return [f"Note: family `{f}` has no finished seed and is left out of the tables and figures."
+            for f in skipped] + [""]
+
+
+def _section(title: str, columns: Sequence[Column], families: Sequence[str], finals: Mapping,
+             empty_note: str) -> list[str]:
+    lines = [f"## {title}", ""]
+    if not families:
+        return lines + ["No results.", ""]
+    lines += _markdown_table(columns, families, finals) + [""]
+    if _all_na(columns, families, finals):
+        lines += [empty_note, ""]
+    return lines
+
+
+def _figure_lines() -> list[str]:
+    return [
+        "## Figures",
+        "",
+        "Entry-level marginal ECE per family, mean over seeds (band: ± SE; dashed grey: the ECE floor).",
+        "",
+        "![entry-level ECE](entry_ece.png)",
+        "",
+        "Reliability diagrams at the stored entries (first seed of each family; diagonal: perfect calibration).",
+        "",
+        "![reliability diagrams](reliability.png)",
+        "",
+        "Interval width hi - lo against the true time to event (dots: items of all seeds; line: mean width "
+        "per true-time bin; coverage in the legend).",
+        "",
+        "![interval width against true time](intervals.png)",
+        "",
+    ]
+
+
+def _markdown(game: str, profile: str, families: Sequence[str], skipped: Sequence[str], finals: Mapping,
+              schedules: Mapping[str, str], condition: str) -> str:
+    marginal = _columns(MARGINAL, families, finals)
+    lines = _header_lines(game, profile) + _schedule_lines(families, finals, schedules) + _skipped_lines(skipped)
+    lines += _section("Marginal", marginal, families, finals, "No marginal results.")
+    if any(c.key == "test/marginal/ece_floor" for c in marginal):
+        lines += [FLOOR_NOTE, ""]
+    lines += _section(f"Conditional on entry 1 = {condition}", CONDITIONAL, families, finals,
+                      "No conditional results: the condition was not evaluated or no test item meets it.")
+    lines += _section(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals, "No interval results.")
+    return "\n".join(lines + _figure_lines())
+
+
+def _plain(game: str, profile: str, families: Sequence[str], finals: Mapping) -> str:
+    lines = [f"foCus results: {game} ({profile}), test set, mean±SE over seeds", ""]
+    lines += _plain_table("Marginal", _columns(MARGINAL, families, finals), families, finals) + [""]
+    lines += _plain_table(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals)
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- csv and summary
+
+
+def _metric_keys(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Numeric keys of the flat results: the table metrics first, then the rest sorted."""
+    found: set[str] = set()
+    for row in rows:
+        found |= {k for k, v in row.items() if k not in ("seed", PER_ENTRY_KEY)
+                  and isinstance(v, (int, float, np.number)) and not isinstance(v, bool)}
+    first = [c.key for c in (*MARGINAL, *CONDITIONAL, *INTERVAL) if c.key in found]
+    return first + sorted(found - set(first))
+
+
+def _csv_value(value: Any) -> str:
+    x = _to_float(value)
+    if not math.isfinite(x):
+        return ""
+    return str(int(value)) if isinstance(value, (int, np.integer)) else repr(x)
+
+
+def _write_csv(path: Path, families: Sequence[str], finals: Mapping) -> None:
+    keys = _metric_keys(row for f in families for row in finals[f])
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["family", "stat", "seed", *keys])
+        for f in families:
+            for row in finals[f]:
+                writer.writerow([f, "value", _csv_value(row.get("seed"))] + [_csv_value(row.get(k)) for k in keys])
+            stats = [aggregate(row.get(k) for row in finals[f]) for k in keys]
+            writer.writerow([f, "mean", ""] + [_csv_value(m) for m, _ in stats])
+            writer.writerow([f, "se", ""] + [_csv_value(s) for _, s in stats])
+
+
+def _summary(families: Sequence[str], finals: Mapping) -> dict[str, float]:
+    """Per-family means of every numeric ``test/...`` metric (finite ones only)."""
+    out: dict[str, float] = {}
+    for f in families:
+        for key in _metric_keys(finals[f]):
+            mean, _ = aggregate(row.get(key) for row in finals[f])
+            if key.startswith("test/") and math.isfinite(mean):
+                out[f"{f}/{key}"] = mean
+    return out
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _per_entry(row: Mapping[str, Any]) -> dict:
+    """The decoded ``test_per_entry`` of a result ({} when absent or unreadable)."""
+    raw = row.get(PER_ENTRY_KEY)
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _lookup(tree: Mapping, *path: str) -> Any:
+    for name in path:
+        if not isinstance(tree, Mapping) or name not in tree:
+            return None
+        tree = tree[name]
+    return tree
+
+
+def _array(values: Any) -> np.ndarray:
+    """A float array from a JSON list (null -> NaN); empty for anything else."""
+    if not isinstance(values, (list, tuple)):
+        return np.empty(0)
+    return np.array([_to_float(v) for v in values], dtype=np.float64)
+
+
+def _column_stats(curves: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """NaN-aware mean and SE across curves of possibly different lengths (NaN-padded)."""
+    m = np.full((len(curves), max(c.size for c in curves)), np.nan)
+    for i, c in enumerate(curves):
+        m[i, : c.size] = c
+    ok = np.isfinite(m)
+    n = ok.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(ok, m, 0.0).sum(axis=0) / n
+        var = (np.where(ok, m - mean, 0.0) ** 2).sum(axis=0) / (n - 1)
+        se = np.sqrt(var / n)
+    return np.where(n > 0, mean, np.nan), np.where(n > 1, se, np.nan)
+
+
+def _new_figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list]:
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    return fig, axes
+
+
+def _no_data(ax) -> None:
+    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, fontsize=12, color="grey")
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def _plot_entry_ece(path: Path, families: Sequence[str], finals: Mapping, title: str) -> Path:
+    fig, (ax,) = _new_figure(7.5, 4.3)
+    floors, drawn = [], False
+    for f in families:
+        entries = [_per_entry(row) for row in finals[f]]
+        floors += [a for a in (_array(_lookup(e, "floor", "ece")) for e in entries) if a.size]
+        curves = [a for a in (_array(_lookup(e, "marginal", "ece")) for e in entries) if a.size]
+        if not curves:
+            continue
+        mean, se = _column_stats(curves)
+        x = np.arange(1, mean.size + 1)
+        color = _color(f, families)
+        ax.plot(x, mean, color=color, lw=1.6, label=f"{f} ({len(curves)} seed{'s' * (len(curves) > 1)})")
+        if len(curves) > 1:
+            ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.15, lw=0)
+        drawn = True
+    if floors:
+        floor, _ = _column_stats(floors)
+        ax.plot(np.arange(1, floor.size + 1), floor, ls="--", color="grey", lw=1.4, label="ECE floor (exact probabilities)")
+        drawn = True
+    if not drawn:
+        _no_data(ax)
+    else:
+        ax.legend(fontsize=9)
+    ax.set(xlabel="entry i", ylabel="marginal ECE at entry i", title=f"Entry-level ECE: {title}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def _first_reliability(rows: Sequence[Mapping]) -> tuple[Any, dict]:
+    """(seed, reliability dict) of the first result that has reliability curves."""
+    for row in rows:
+        curves = _lookup(_per_entry(row), "reliability")
+        if isinstance(curves, Mapping) and curves:
+            return row.get("seed"), dict(curves)
+    return None, {}
+
+
+def _entry_order(name: str) -> tuple[int, str]:
+    try:
+        return int(name), name
+    except ValueError:
+        return 10**9, name
+
+
+def _plot_reliability(path: Path, families: Sequence[str], finals: Mapping, title: str) -> Path:
+    firsts = {f: _first_reliability(finals[f]) for f in families}
+    entries = sorted({e for _, curves in firsts.values() for e in curves}, key=_entry_order) or ["-"]
+    fig, axes = _new_figure(3.4 * len(entries) + 0.6, 3.8, ncols=len(entries))
+    for entry, ax in zip(entries, axes):
+        ax.plot([0, 1], [0, 1], ls=":", color="grey", lw=1.2, label="perfect calibration")
+        for f in families:
+            seed, curves = firsts[f]
+            conf = _array(_lookup(curves, entry, "confidence"))
+            acc = _array(_lookup(curves, entry, "accuracy"))
+            if conf.size and conf.size == acc.size:
+                ax.plot(conf, acc, marker="o", ms=4, lw=1.4, color=_color(f, families), label=f"{f} (seed {seed})")
+        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy", title=f"entry {entry}")
+        ax.set_aspect("equal")
+        ax.grid(alpha=0.3)
+    if entries == ["-"]:
+        _no_data(axes[0])
+    axes[0].legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"Reliability: {title}", fontsize=11)
+    return _save(fig, path)
+
+
+def _interval_points(rows: Sequence[Mapping]) -> tuple[np.ndarray, np.ndarray]:
+    """(true time, width hi - lo) pooled over the seeds, finite points only."""
+    true, width = [], []
+    for row in rows:
+        iv = _lookup(_per_entry(row), "interval") or {}
+        t, lo, hi = (_array(_lookup(iv, k)) for k in ("true", "lo", "hi"))
+        if t.size and t.size == lo.size == hi.size:
+            true.append(t)
+            width.append(hi - lo)
+    if not true:
+        return np.empty(0), np.empty(0)
+    t, w = np.concatenate(true), np.concatenate(width)
+    ok = np.isfinite(t) & np.isfinite(w)
+    return t[ok], w[ok]
+
+
+def _binned_mean(t: np.ndarray, w: np.ndarray, bins: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """Mean true time and mean width in up to ``bins`` equal-count bins of the true time."""
+    edges = np.unique(np.quantile(t, np.linspace(0, 1, bins + 1)))
+    if edges.size < 2:
+        return np.array([t.mean()]), np.array([w.mean()])
+    idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, edges.size - 2)
+    filled = [b for b in range(edges.size - 1) if np.any(idx == b)]
+    return (np.array([t[idx == b].mean() for b in filled]), np.array([w[idx == b].mean() for b in filled]))
+
+
+def _coverage_label(family: str, rows: Sequence[Mapping]) -> str:
+    stat = _stat(rows, "test/interval/coverage")
+    if stat.n == 0:
+        return f"{family}: coverage n/a"
+    spread = f" ± {stat.se:.2f}" if stat.n > 1 else ""
+    return f"{family}: coverage {stat.mean:.2f}{spread} (n={stat.n})"
+
+
+def _plot_intervals(path: Path, families: Sequence[str], finals: Mapping, title: str) -> Path:
+    fig, (ax,) = _new_figure(7.5, 4.6)
+    drawn = False
+    for f in families:
+        t, w = _interval_points(finals[f])
+        if not t.size:
+            continue
+        color = _color(f, families)
+        ax.scatter(t, w, s=12, alpha=0.35, color=color, edgecolors="none")
+        ax.plot(*_binned_mean(t, w), color=color, lw=1.8, marker=".", label=_coverage_label(f, finals[f]))
+        drawn = True
+    if drawn:
+        ax.legend(fontsize=9, title="line: mean width per true-time bin", title_fontsize=8)
+    else:
+        _no_data(ax)
+    ax.set(xlabel="true time to event T (entries)", ylabel="interval width hi - lo (entries)",
+           title=rf"Width of $I_{{{COVERAGE_TARGET}}}$ against true time: {title}")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def write_report(
+    out_dir: Path,
+    game: str,
+    profile: str,
+    finals: dict[str, list[dict]],
+    schedules: dict[str, str],
+    class_names: list[str],
+    condition_class: int,
+) -> Report:
+    """Write results.md, results.csv and the three figures into ``out_dir``; return a :class:`Report`.
+
+    ``finals`` maps a family ("none", "constant", "time-dependent", any subset) to its flat test
+    results, one per seed; ``schedules`` maps a family to its compact schedule string. A family
+    with no result is skipped with a note; missing or NaN metrics read ``n/a``.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ordered = _ordered_families(finals)
+    families = [f for f in ordered if finals[f]]
+    skipped = [f for f in ordered if not finals[f]]
+    condition = _class_name(class_names, condition_class)
+    title = f"{game} ({profile})"
+
+    markdown = _markdown(game, profile, families, skipped, finals, schedules, condition)
+    md_path = out_dir / "results.md"
+    md_path.write_text(markdown)
+    csv_path = out_dir / "results.csv"
+    _write_csv(csv_path, families, finals)
+    files = [
+        md_path,
+        csv_path,
+        _plot_entry_ece(out_dir / "entry_ece.png", families, finals, title),
+        _plot_reliability(out_dir / "reliability.png", families, finals, title),
+        _plot_intervals(out_dir / "intervals.png", families, finals, title),
+    ]
+    return Report(markdown=markdown, table=_plain(game, profile, families, finals),
+                  files=files, summary=_summary(families, finals))

@@ -1,0 +1,289 @@
+"""Tests of focus_tune.report: numbers, bolding, CSV, figures and missing-data handling."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+import statistics
+
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+
+from focus_tune.report import aggregate, write_report
+
+L, N = 20, 50
+CLASSES = ["healthy", "ill", "dead"]
+SCHEDULES = {"none": "rest=0", "constant": "l1..100=0.01", "time-dependent": "l1=0.01 l2..6=0.005 rest=0"}
+
+# Per family, the three seeds' values of every flat metric. Chosen so that each ranking rule
+# picks a different family: ECE lowest -> time-dependent, AUC highest -> constant,
+# coverage closest to 0.9 -> time-dependent (constant is higher but further), width lowest -> none.
+VALUES = {
+    "none": {
+        "test/marginal/ece": [0.10, 0.12, 0.14],
+        "test/marginal/ece_floor": [0.03, 0.03, 0.03],
+        "test/marginal/auc": [0.70, 0.72, 0.71],
+        "test/marginal/ce": [0.90, 0.95, 1.00],
+        "test/marginal/brier": [0.20, 0.21, 0.22],
+        "test/marginal/rmse": [0.18, 0.19, 0.185],
+        "test/conditional/ece": [0.11, 0.13, 0.15],
+        "test/conditional/auc": [0.66, 0.67, 0.68],
+        "test/conditional/ce": [1.1, 1.2, 1.3],
+        "test/conditional/brier": [0.25, 0.26, 0.24],
+        "test/conditional/items": [31.0, 31.0, 31.0],
+        "test/interval/coverage": [0.50, 0.55, 0.60],
+        "test/interval/relative_width": [0.40, 0.42, 0.44],
+        "test/interval/relative_mae": [0.30, 0.31, 0.29],
+    },
+    "constant": {
+        "test/marginal/ece": [0.08, 0.09, 0.10],
+        "test/marginal/ece_floor": [0.03, 0.03, 0.03],
+        "test/marginal/auc": [0.75, 0.76, 0.74],
+        "test/marginal/ce": [0.85, 0.86, 0.87],
+        "test/marginal/brier": [0.19, 0.19, 0.20],
+        "test/marginal/rmse": [0.17, 0.175, 0.18],
+        "test/conditional/ece": [0.09, 0.10, 0.11],
+        "test/conditional/auc": [0.70, 0.71, 0.69],
+        "test/conditional/ce": [1.0, 1.05, 1.1],
+        "test/conditional/brier": [0.23, 0.23, 0.24],
+        "test/conditional/items": [31.0, 31.0, 31.0],
+        "test/interval/coverage": [0.97, 0.99, 0.98],
+        "test/interval/relative_width": [0.90, 0.95, 1.00],
+        "test/interval/relative_mae": [0.28, 0.27, 0.26],
+    },
+    "time-dependent": {
+        "test/marginal/ece": [0.05, 0.06, 0.04],
+        "test/marginal/ece_floor": [0.03, 0.03, 0.03],
+        "test/marginal/auc": [0.73, 0.74, 0.72],
+        "test/marginal/ce": [0.80, 0.82, 0.81],
+        "test/marginal/brier": [0.18, 0.185, 0.19],
+        "test/marginal/rmse": [0.16, 0.17, 0.165],
+        "test/conditional/ece": [0.07, 0.08, 0.06],
+        "test/conditional/auc": [0.69, 0.70, 0.68],
+        "test/conditional/ce": [0.95, 0.97, 0.96],
+        "test/conditional/brier": [0.22, 0.21, 0.23],
+        "test/conditional/items": [31.0, 31.0, 31.0],
+        "test/interval/coverage": [0.85, 0.86, 0.84],
+        "test/interval/relative_width": [0.70, 0.72, 0.71],
+        "test/interval/relative_mae": [0.24, 0.25, 0.23],
+    },
+}
+
+
+def hand(values: list[float]) -> tuple[float, float]:
+    """Mean and SE computed independently of the module (statistics.stdev has ddof=1)."""
+    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+def per_entry(rng: np.random.Generator, shift: float) -> str:
+    """A test_per_entry JSON string of the trainable's shape, with a null (NaN) in it."""
+    ece = list(np.clip(shift + 0.01 * rng.standard_normal(L), 0, 1))
+    ece[-1] = None  # JSON null stands for NaN
+    true = rng.integers(1, L + 1, N).astype(float)
+    lo = np.maximum(true - rng.integers(0, 6, N), 0)
+    hi = lo + rng.integers(1, 10, N)
+    reliability = {
+        str(e): {"confidence": list(np.linspace(0.4, 0.95, 5)),
+                 "accuracy": list(np.clip(np.linspace(0.4, 0.95, 5) - shift, 0, 1)),
+                 "count": [10, 10, 10, 10, 10]}
+        for e in (1, L // 4 + 1, L // 2 + 1)
+    }
+    metrics = {"ece": ece, "auc": list(rng.random(L)), "brier": list(rng.random(L)), "ce": list(rng.random(L))}
+    return json.dumps({
+        "marginal": metrics,
+        "conditional": {k: v[1:] for k, v in metrics.items()},
+        "floor": {"ece": [0.03] * L, "auc": [0.8] * L, "brier": [0.1] * L, "ce": [0.5] * L},
+        "interval": {"lo": lo.tolist(), "hi": hi.tolist(), "point": ((lo + hi) / 2).tolist(), "true": true.tolist()},
+        "reliability": reliability,
+    })
+
+
+def make_finals(seeds: int = 3) -> dict[str, list[dict]]:
+    rng = np.random.default_rng(0)
+    finals = {}
+    for family, metrics in VALUES.items():
+        shift = {"none": 0.1, "constant": 0.07, "time-dependent": 0.04}[family]
+        finals[family] = [
+            {**{k: v[s] for k, v in metrics.items()}, "seed": s, "epoch": 30,
+             "test_per_entry": per_entry(rng, shift)}
+            for s in range(seeds)
+        ]
+    return finals
+
+
+def section(markdown: str, title: str) -> str:
+    """The text of one '## ' section of the markdown."""
+    start = markdown.index(f"## {title}")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start:] if end < 0 else markdown[start:end]
+
+
+def table_cells(markdown: str, title: str) -> dict[str, dict[str, str]]:
+    """{family: {column label: cell}} of the table in a section."""
+    lines = [ln for ln in section(markdown, title).splitlines() if ln.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {}
+    for line in lines[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = dict(zip(header, cells))
+    return rows
+
+
+def cell(values: list[float], bold: bool = False) -> str:
+    mean, se = hand(values)
+    head = f"**{mean:.4f}**" if bold else f"{mean:.4f}"
+    return f"{head} ± {se:.4f}"
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    report = write_report(out, "facemed", "smoke", make_finals(), SCHEDULES, CLASSES, 0)
+    return out, report
+
+
+def test_aggregate_is_nan_aware():
+    mean, se = aggregate([1.0, 2.0, 3.0])
+    assert mean == pytest.approx(2.0) and se == pytest.approx(1 / math.sqrt(3))
+    mean, se = aggregate([1.0, float("nan"), None, 3.0])
+    assert mean == pytest.approx(2.0) and se == pytest.approx(1.0)
+    mean, se = aggregate([0.25])
+    assert mean == 0.25 and math.isnan(se)
+    assert all(math.isnan(x) for x in aggregate([]))
+    assert all(math.isnan(x) for x in aggregate([float("nan"), None]))
+
+
+def test_markdown_means_and_standard_errors(full):
+    _, report = full
+    md = report.markdown
+    marginal = table_cells(md, "Marginal")
+    assert marginal["none"]["ECE"] == cell(VALUES["none"]["test/marginal/ece"])
+    assert marginal["constant"]["AUC"] == cell(VALUES["constant"]["test/marginal/auc"], bold=True)
+    assert marginal["none"]["RMSE to exact"] == cell(VALUES["none"]["test/marginal/rmse"])
+    assert marginal["constant"]["CE"] == cell(VALUES["constant"]["test/marginal/ce"])
+    assert marginal["time-dependent"]["BS"] == cell(VALUES["time-dependent"]["test/marginal/brier"], bold=True)
+    assert marginal["none"]["ECE floor"] == "0.0300 ± 0.0000"
+    conditional = table_cells(md, "Conditional on entry 1 = healthy")
+    assert conditional["time-dependent"]["ECE"] == cell(VALUES["time-dependent"]["test/conditional/ece"], bold=True)
+    assert conditional["none"]["items"] == "31"
+    interval = table_cells(md, "Time to event")
+    assert interval["none"]["relative MAE"] == cell(VALUES["none"]["test/interval/relative_mae"])
+    assert all(row["seeds"] == "n=3" for row in marginal.values())
+    assert "`l1=0.01 l2..6=0.005 rest=0`" in section(md, "Chosen schedules")
+    assert "ECE floor" in md and "small test set" in md
+    assert (full[0] / "results.md").read_text() == md
+
+
+def test_bold_picks_the_best_family(full):
+    md = full[1].markdown
+    def bolded(title, column):
+        return [f for f, row in table_cells(md, title).items() if "**" in row[column]]
+    assert bolded("Marginal", "ECE") == ["time-dependent"]
+    assert bolded("Marginal", "AUC") == ["constant"]
+    assert bolded("Marginal", "ECE floor") == []  # a property of the data, not ranked
+    assert bolded("Time to event", "coverage") == ["time-dependent"]  # closest to 0.9, not highest
+    assert bolded("Time to event", "relative width") == ["none"]
+    assert bolded("Conditional on entry 1", "items") == []
+
+
+def test_csv_rows_means_and_se(full):
+    out, _ = full
+    with (out / "results.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 3 * (3 + 2)
+    values = [r for r in rows if r["stat"] == "value"]
+    assert [(r["family"], r["seed"]) for r in values[:3]] == [("none", "0"), ("none", "1"), ("none", "2")]
+    assert float(values[4]["test/marginal/auc"]) == VALUES["constant"]["test/marginal/auc"][1]
+    assert "epoch" in rows[0] and "test_per_entry" not in rows[0]
+    for family, metrics in VALUES.items():
+        mean_row = next(r for r in rows if r["family"] == family and r["stat"] == "mean")
+        se_row = next(r for r in rows if r["family"] == family and r["stat"] == "se")
+        for key, vals in metrics.items():
+            mean, se = hand(vals)
+            assert float(mean_row[key]) == pytest.approx(mean, abs=1e-12)
+            assert float(se_row[key]) == pytest.approx(se, abs=1e-12)
+
+
+def test_figures_are_valid_pngs(full):
+    out, report = full
+    names = {p.name for p in report.files}
+    assert names == {"results.md", "results.csv", "entry_ece.png", "reliability.png", "intervals.png"}
+    for name in ("entry_ece.png", "reliability.png", "intervals.png"):
+        path = out / name
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        image = mpimg.imread(path)
+        assert image.ndim == 3 and image.shape[0] >= 300 and image.shape[1] >= 500
+        assert image[..., :3].std() > 0.01  # not a blank canvas
+
+
+def test_summary_and_plain_table(full):
+    _, report = full
+    s = report.summary
+    assert s["time-dependent/test/marginal/ece"] == pytest.approx(0.05)
+    assert s["none/test/interval/coverage"] == pytest.approx(0.55)
+    assert not any(k.endswith("/epoch") for k in s)
+    assert all(math.isfinite(v) for v in s.values())
+    mean, se = hand(VALUES["none"]["test/marginal/ece"])
+    lines = report.table.splitlines()
+    none_rows = [ln for ln in lines if ln.startswith("none ")]
+    assert len(none_rows) == 2  # one in the marginal block, one in the interval block
+    assert f"{mean:.4f}±{se:.4f}" in none_rows[0]
+    assert "coverage" in report.table and "**" not in report.table
+
+
+def test_missing_keys_render_as_na(tmp_path):
+    finals = make_finals()
+    for row in finals["constant"]:
+        for key in [k for k in row if k.startswith("test/conditional/")] + ["test/marginal/rmse"]:
+            del row[key]
+    finals["none"][1]["test/conditional/ece"] = float("nan")
+    finals["none"][2]["test_per_entry"] = "not json"
+    report = write_report(tmp_path, "facemed", "smoke", finals, SCHEDULES, CLASSES, 0)
+    marginal = table_cells(report.markdown, "Marginal")
+    conditional = table_cells(report.markdown, "Conditional")
+    assert marginal["constant"]["RMSE to exact"] == "n/a"
+    assert all(conditional["constant"][c] == "n/a" for c in ("ECE", "AUC", "CE", "BS", "items"))
+    mean, se = hand([0.11, 0.15])
+    assert conditional["none"]["ECE"] == f"{mean:.4f} ± {se:.4f} (n=2)"
+    assert all((tmp_path / p.name).stat().st_size > 0 for p in report.files)
+
+
+def test_keys_missing_everywhere(tmp_path):
+    finals = copy.deepcopy(make_finals())
+    for rows in finals.values():
+        for row in rows:
+            for key in [k for k in row if k.startswith("test/conditional/") or k.endswith(("rmse", "ece_floor"))]:
+                del row[key]
+            row["test_per_entry"] = json.dumps({"marginal": {"ece": [0.1] * L}})
+    report = write_report(tmp_path, "hero", "quick", finals, SCHEDULES, ["NOOP", "FIRE"], 0)
+    marginal = table_cells(report.markdown, "Marginal")
+    assert "RMSE to exact" not in marginal["none"] and "ECE floor" not in marginal["none"]
+    assert "No conditional results" in report.markdown
+    assert "entry 1 = NOOP" in report.markdown
+    assert all(mpimg.imread(p).shape[0] > 100 for p in report.files if p.suffix == ".png")
+
+
+def test_one_seed_gives_n_equals_1(tmp_path):
+    finals = make_finals(seeds=1)
+    report = write_report(tmp_path, "facemed", "smoke", finals, SCHEDULES, CLASSES, 0)
+    marginal = table_cells(report.markdown, "Marginal")
+    assert marginal["none"]["seeds"] == "n=1"
+    assert marginal["none"]["ECE"] == "0.1000"
+    assert marginal["time-dependent"]["ECE"] == "**0.0500**"
+    with (tmp_path / "results.csv").open() as fh:
+        se = next(r for r in csv.DictReader(fh) if r["family"] == "none" and r["stat"] == "se")
+    assert se["test/marginal/ece"] == ""
+
+
+def test_family_without_seeds_is_skipped(tmp_path):
+    finals = make_finals()
+    finals["constant"] = []
+    finals = {"time-dependent": finals["time-dependent"], "constant": [], "none": finals["none"]}
+    report = write_report(tmp_path, "facemed", "smoke", finals, SCHEDULES, CLASSES, 0)
+    marginal = table_cells(report.markdown, "Marginal")
+    assert list(marginal) == ["none", "time-dependent"]  # the paper's order, whatever the input's
+    assert "`constant` has no finished seed" in report.markdown
+    assert not any(k.startswith("constant/") for k in report.summary)
