@@ -1,0 +1,520 @@
+"""The on-disk dataset format: one folder, three Parquet splits and a verified manifest.
+
+A dataset folder holds `train.parquet`, `val.parquet`, `test.parquet` and `manifest.json`.
+Every split has the columns
+
+    image            fixed_size_binary(C*H*W)   uint8 pixels, C-major ([C, H, W] row-major)
+    sequence         fixed_size_list<int8>[L]   class ids, padded with the event class
+    time_to_event    int32                      entries before the first event entry (L if none)
+    exact_marginals  fixed_size_list<float32>[L*c]  P(Y_i = a | x), row-major [L, c]; only
+                                                when the generator knows the truth
+and optional 1-D numeric extra columns (e.g. `age`, `episode`); the schema metadata key
+`focus_tune.image_shape` holds [C, H, W]. The manifest records the
+SHA-256 of every split file; `load_dataset` refuses a folder whose files, shapes or
+columns disagree with it, naming the file.
+
+`DatasetWriter` streams chunks into a hidden temporary folder next to the destination and
+renames it into place only once everything, manifest last, is written and synced: a crash
+mid-write leaves at most a `.NAME.tmp-*` folder, never one that looks complete.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SPLITS = ("train", "val", "test")
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+REQUIRED_COLUMNS = ("image", "sequence", "time_to_event")
+IMAGE_SHAPE_KEY = "focus_tune.image_shape"  # Parquet schema metadata: [C, H, W] as JSON
+
+
+class DataError(ValueError):
+    """A dataset folder or source file is missing, malformed or corrupted."""
+
+
+def time_to_event(sequences: np.ndarray, event_class: int) -> np.ndarray:
+    """Entries before the first entry equal to `event_class`; L when it never occurs.
+
+    sequences: int [N, L] -> int64 [N].
+    """
+    hit = np.asarray(sequences) == event_class
+    return np.where(hit.any(axis=1), hit.argmax(axis=1), hit.shape[1]).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a dataset folder contains; written as manifest.json.
+
+    `event_class` is the absorbing class that defines time-to-event (END for games, dead for
+    FaceMed); `condition_class` is the most frequent first entry of the training split other
+    than the event class, the condition of the paper's conditional metrics. `files` maps each split file name to its
+    SHA-256; `stats` holds per-split counts computed at write time; `details` holds what the
+    generator or importer wants to record (player model constants, skipped-file counts...).
+    """
+
+    name: str
+    source: str
+    game: str
+    profile: str | None
+    class_names: list[str]
+    length: int
+    sampling_freq: int
+    image_shape: tuple[int, int, int]
+    splits: dict[str, int]
+    generator: str
+    generator_version: str
+    seed: int
+    event_class: int
+    condition_class: int
+    has_exact_marginals: bool
+    files: dict[str, str]
+    stats: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def __getitem__(self, key: str) -> Any:
+        """Dict-style access (`manifest["length"]`), for code that treats it as a mapping."""
+        if key == "num_classes" or key in self.__dataclass_fields__:
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["image_shape"] = list(self.image_shape)
+        out["num_classes"] = self.num_classes
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], where: str = MANIFEST) -> "Manifest":
+        """Parse and validate a manifest dict; errors name `where`."""
+        if not isinstance(raw, dict):
+            raise DataError(f"{where}: expected a JSON object")
+        if raw.get("format_version") != FORMAT_VERSION:
+            raise DataError(
+                f"{where}: format_version {raw.get('format_version')!r} is not {FORMAT_VERSION}; "
+                "rebuild or re-import the dataset with this version of focus_tune"
+            )
+        names = set(cls.__dataclass_fields__)
+        missing = sorted(n for n in names if n not in raw and n not in ("stats", "details"))
+        if missing:
+            raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
+        kwargs = {k: raw[k] for k in names if k in raw}
+        kwargs["image_shape"] = tuple(int(v) for v in raw["image_shape"])
+        manifest = cls(**kwargs)
+        _check_manifest(manifest, raw, where)
+        return manifest
+
+
+def _check_manifest(m: Manifest, raw: dict[str, Any], where: str) -> None:
+    problems = []
+    if len(m.image_shape) != 3 or min(m.image_shape) < 1:
+        problems.append(f"image_shape {list(m.image_shape)} is not a positive (C, H, W)")
+    if not m.class_names or not all(isinstance(c, str) for c in m.class_names):
+        problems.append("class_names must be a non-empty list of strings")
+    if "num_classes" in raw and raw["num_classes"] != m.num_classes:
+        problems.append(f"num_classes {raw['num_classes']} != len(class_names) {m.num_classes}")
+    if not isinstance(m.length, int) or m.length < 1:
+        problems.append(f"length {m.length!r} is not a positive integer")
+    for name in ("event_class", "condition_class"):
+        value = getattr(m, name)
+        if not isinstance(value, int) or not 0 <= value < m.num_classes:
+            problems.append(f"{name} {value!r} is not a class id in [0, {m.num_classes})")
+    if not isinstance(m.splits, dict) or set(m.splits) != set(SPLITS) or any(not isinstance(n, int) or n < 1 for n in m.splits.values()):
+        problems.append(f"splits {m.splits!r} must give a positive size for each of {SPLITS}")
+    if not isinstance(m.files, dict) or set(m.files) != {f"{s}.parquet" for s in SPLITS}:
+        problems.append(f"files {sorted(m.files)} must list {', '.join(s + '.parquet' for s in SPLITS)}")
+    if problems:
+        raise DataError(f"{where}: " + "; ".join(problems))
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def split_schema(manifest: Manifest) -> dict[str, pa.DataType]:
+    """The type each standard column must have in the files of this dataset."""
+    c, h, w = manifest.image_shape
+    types = {
+        "image": pa.binary(c * h * w),
+        "sequence": pa.list_(pa.int8(), manifest.length),
+        "time_to_event": pa.int32(),
+    }
+    if manifest.has_exact_marginals:
+        types["exact_marginals"] = pa.list_(pa.float32(), manifest.length * manifest.num_classes)
+    return types
+
+
+@dataclass
+class Split:
+    """One split held in memory.
+
+    images uint8 [N, C, H, W]; sequences int64 [N, L]; time_to_event int64 [N];
+    exact_marginals float32 [N, L, c] or None; extras: generator columns, each [N].
+    """
+
+    name: str
+    images: np.ndarray
+    sequences: np.ndarray
+    time_to_event: np.ndarray
+    exact_marginals: np.ndarray | None
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+
+class Dataset:
+    """A verified dataset folder. Splits are decoded from Parquet on first access."""
+
+    def __init__(self, path: Path, manifest: Manifest):
+        self.path = path
+        self.manifest = manifest
+
+    def __repr__(self) -> str:
+        return f"Dataset({str(self.path)!r}, splits={self.manifest.splits})"
+
+    def split(self, name: str) -> Split:
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; choose one of {', '.join(SPLITS)}")
+        return getattr(self, name)
+
+    @cached_property
+    def train(self) -> Split:
+        return _read_split(self.path, "train", self.manifest)
+
+    @cached_property
+    def val(self) -> Split:
+        return _read_split(self.path, "val", self.manifest)
+
+    @cached_property
+    def test(self) -> Split:
+        return _read_split(self.path, "test", self.manifest)
+
+
+def read_manifest(path: str | os.PathLike) -> Manifest:
+    """Parse `path/manifest.json`; a missing or malformed manifest raises DataError."""
+    file = Path(path) / MANIFEST
+    if not file.is_file():
+        raise DataError(
+            f"{file}: not found; {Path(path)} is not a complete dataset folder "
+            "(build one with `python -m focus_tune.data build`)"
+        )
+    try:
+        raw = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"{file}: unreadable manifest ({err})") from err
+    return Manifest.from_dict(raw, where=str(file))
+
+
+def load_dataset(path: str | os.PathLike) -> Dataset:
+    """Open a dataset folder after verifying checksums, column types and row counts.
+
+    Raises DataError naming the offending file when the manifest is missing or malformed,
+    a split file is missing, truncated or altered (SHA-256 mismatch), a column is missing,
+    or a shape or row count differs from the manifest.
+    """
+    path = Path(path)
+    manifest = read_manifest(path)
+    expected = split_schema(manifest)
+    for split in SPLITS:
+        file = path / f"{split}.parquet"
+        if not file.is_file():
+            raise DataError(f"{file}: missing split file")
+        digest = sha256_file(file)
+        if digest != manifest.files[file.name]:
+            raise DataError(
+                f"{file}: SHA-256 {digest[:12]}... does not match the manifest's "
+                f"{manifest.files[file.name][:12]}...; the file is truncated or altered, rebuild the dataset"
+            )
+        try:
+            meta = pq.read_metadata(file)
+            schema = meta.schema.to_arrow_schema()
+        except (pa.ArrowException, OSError) as err:
+            raise DataError(f"{file}: not a readable Parquet file ({err})") from err
+        for column, dtype in expected.items():
+            if column not in schema.names:
+                raise DataError(f"{file}: missing column {column!r}")
+            if schema.field(column).type != dtype:
+                raise DataError(
+                    f"{file}: column {column!r} has type {schema.field(column).type}, expected {dtype} "
+                    f"(image shape {list(manifest.image_shape)}, L = {manifest.length}, c = {manifest.num_classes})"
+                )
+        stored_shape = (schema.metadata or {}).get(IMAGE_SHAPE_KEY.encode())
+        if stored_shape is None or json.loads(stored_shape) != list(manifest.image_shape):
+            raise DataError(
+                f"{file}: images have shape {stored_shape.decode() if stored_shape else 'unknown'}, "
+                f"the manifest says {list(manifest.image_shape)}"
+            )
+        if meta.num_rows != manifest.splits[split]:
+            raise DataError(f"{file}: {meta.num_rows} rows, the manifest says {manifest.splits[split]}")
+    return Dataset(path, manifest)
+
+
+def _fixed_binary_to_numpy(column: pa.ChunkedArray, width: int) -> np.ndarray:
+    array = column.combine_chunks()
+    start = array.offset * width
+    flat = np.frombuffer(array.buffers()[1], dtype=np.uint8)[start:start + len(array) * width]
+    return flat.reshape(len(array), width).copy()
+
+
+def _fixed_list_to_numpy(column: pa.ChunkedArray, width: int) -> np.ndarray:
+    array = column.combine_chunks()
+    return array.flatten().to_numpy(zero_copy_only=False).reshape(len(array), width)
+
+
+def _read_split(path: Path, split: str, manifest: Manifest) -> Split:
+    file = path / f"{split}.parquet"
+    try:
+        table = pq.read_table(file)
+    except (pa.ArrowException, OSError) as err:
+        raise DataError(f"{file}: not a readable Parquet file ({err})") from err
+    for name in table.column_names:
+        if table.column(name).null_count:
+            raise DataError(f"{file}: column {name!r} has null values")
+    n, (c, h, w), length, k = table.num_rows, manifest.image_shape, manifest.length, manifest.num_classes
+    images = _fixed_binary_to_numpy(table.column("image"), c * h * w).reshape(n, c, h, w)
+    sequences = _fixed_list_to_numpy(table.column("sequence"), length).astype(np.int64)
+    if sequences.size and (sequences.min() < 0 or sequences.max() >= k):
+        raise DataError(f"{file}: sequence holds class ids outside [0, {k})")
+    tte = table.column("time_to_event").to_numpy().astype(np.int64)
+    if not np.array_equal(tte, time_to_event(sequences, manifest.event_class)):
+        raise DataError(f"{file}: time_to_event disagrees with the sequences (event class {manifest.event_class})")
+    marginals = None
+    if manifest.has_exact_marginals:
+        marginals = _fixed_list_to_numpy(table.column("exact_marginals"), length * k).reshape(n, length, k)
+        if not np.allclose(marginals.sum(axis=2), 1.0, atol=1e-3):
+            raise DataError(f"{file}: exact_marginals do not sum to 1 over the classes")
+    standard = set(REQUIRED_COLUMNS) | {"exact_marginals"}
+    extras = {name: table.column(name).to_numpy() for name in table.column_names if name not in standard}
+    return Split(split, images, sequences, tte, marginals, extras)
+
+
+class DatasetWriter:
+    """Stream chunks of the three splits into a new dataset folder, atomically.
+
+    Use as a context manager; call `add` for each chunk and `commit` once at the end. If the
+    block raises, the temporary folder is removed and nothing appears at `out_dir`.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        *,
+        class_names: list[str],
+        length: int,
+        image_shape: tuple[int, int, int],
+        event_class: int,
+        has_exact_marginals: bool,
+    ):
+        self.out_dir = Path(out_dir)
+        if not 1 <= len(class_names) <= 127:
+            raise ValueError(f"{len(class_names)} classes: the int8 sequence column holds 1 to 127")
+        if self.out_dir.exists() and not _replaceable(self.out_dir):
+            raise DataError(
+                f"{self.out_dir}: exists and is not a dataset folder; choose an empty or new folder"
+            )
+        self.class_names = list(class_names)
+        self.length = length
+        self.image_shape = tuple(image_shape)
+        self.event_class = event_class
+        self.has_exact_marginals = has_exact_marginals
+        self.out_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp_dir = self.out_dir.parent / f".{self.out_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.tmp_dir.mkdir()
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self._counts = {s: 0 for s in SPLITS}
+        self._class_counts = {s: np.zeros(len(class_names), np.int64) for s in SPLITS}
+        self._first_counts = {s: np.zeros(len(class_names), np.int64) for s in SPLITS}
+        self._tte_sums = {s: 0 for s in SPLITS}
+
+    def __enter__(self) -> "DatasetWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    def add(
+        self,
+        split: str,
+        images: np.ndarray,
+        sequences: np.ndarray,
+        exact_marginals: np.ndarray | None = None,
+        extras: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        """Append one chunk to `split`.
+
+        images uint8 [n, C, H, W]; sequences int [n, L]; exact_marginals [n, L, c] (required
+        exactly when the dataset has them); extras: 1-D numeric arrays [n], the same names
+        in every chunk. time_to_event is derived from the sequences here, so it is always
+        consistent with them.
+        """
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+        n, k = len(sequences), len(self.class_names)
+        images = np.ascontiguousarray(images, dtype=np.uint8)
+        sequences = np.asarray(sequences)
+        if images.shape != (n, *self.image_shape):
+            raise ValueError(f"images have shape {images.shape}, expected {(n, *self.image_shape)}")
+        if sequences.shape != (n, self.length) or (n and (sequences.min() < 0 or sequences.max() >= k)):
+            raise ValueError(f"sequences must be [{n}, {self.length}] class ids in [0, {k})")
+        if (exact_marginals is not None) != self.has_exact_marginals:
+            raise ValueError("exact_marginals must be given exactly when the dataset has them")
+        if n == 0:
+            return
+        tte = time_to_event(sequences, self.event_class)
+        width = int(np.prod(self.image_shape))
+        columns = {
+            "image": pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(width), n, [None, pa.py_buffer(images.tobytes())]
+            ),
+            "sequence": pa.FixedSizeListArray.from_arrays(
+                pa.array(sequences.astype(np.int8).ravel()), self.length
+            ),
+            "time_to_event": pa.array(tte.astype(np.int32)),
+        }
+        if exact_marginals is not None:
+            marginals = np.asarray(exact_marginals, dtype=np.float32)
+            if marginals.shape != (n, self.length, k):
+                raise ValueError(f"exact_marginals have shape {marginals.shape}, expected {(n, self.length, k)}")
+            columns["exact_marginals"] = pa.FixedSizeListArray.from_arrays(
+                pa.array(marginals.ravel()), self.length * k
+            )
+        for name, values in (extras or {}).items():
+            values = np.asarray(values)
+            if values.shape != (n,):
+                raise ValueError(f"extra column {name!r} has shape {values.shape}, expected ({n},)")
+            columns[name] = pa.array(values)
+        # The pixel count alone cannot tell [3, 4, 5] from [3, 5, 4]: record the shape too.
+        table = pa.table(columns).replace_schema_metadata({IMAGE_SHAPE_KEY: json.dumps(list(self.image_shape))})
+        if split not in self._writers:
+            self._writers[split] = pq.ParquetWriter(
+                self.tmp_dir / f"{split}.parquet", table.schema, compression="zstd"
+            )
+        elif table.schema != self._writers[split].schema:
+            raise ValueError(f"chunk columns {table.schema.names} differ from the first chunk of {split!r}")
+        self._writers[split].write_table(table)
+        self._counts[split] += n
+        self._class_counts[split] += np.bincount(sequences.ravel(), minlength=k)
+        self._first_counts[split] += np.bincount(sequences[:, 0], minlength=k)
+        self._tte_sums[split] += int(tte.sum())
+
+    def commit(
+        self,
+        *,
+        name: str,
+        source: str,
+        game: str,
+        profile: str | None,
+        sampling_freq: int,
+        generator: str,
+        generator_version: str,
+        seed: int,
+        details: dict[str, Any] | None = None,
+    ) -> Path:
+        """Close the files, write the manifest and move the folder to `out_dir`."""
+        empty = [s for s in SPLITS if self._counts[s] == 0]
+        if empty:
+            raise DataError(f"{self.out_dir}: split(s) {', '.join(empty)} received no rows")
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+        files = {}
+        for split in SPLITS:
+            file = self.tmp_dir / f"{split}.parquet"
+            _fsync(file)
+            files[file.name] = sha256_file(file)
+        stats = {
+            split: {
+                "mean_time_to_event": self._tte_sums[split] / self._counts[split],
+                "class_counts": self._class_counts[split].tolist(),
+                "first_entry_counts": self._first_counts[split].tolist(),
+            }
+            for split in SPLITS
+        }
+        manifest = Manifest(
+            name=name,
+            source=source,
+            game=game,
+            profile=profile,
+            class_names=self.class_names,
+            length=self.length,
+            sampling_freq=sampling_freq,
+            image_shape=self.image_shape,
+            splits=dict(self._counts),
+            generator=generator,
+            generator_version=generator_version,
+            seed=seed,
+            event_class=self.event_class,
+            condition_class=self._condition_class(),
+            has_exact_marginals=self.has_exact_marginals,
+            files=files,
+            stats=stats,
+            details=details or {},
+        )
+        manifest_file = self.tmp_dir / MANIFEST
+        manifest_file.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
+        _fsync(manifest_file)
+        _fsync(self.tmp_dir)
+        self._move_into_place()
+        return self.out_dir
+
+    def _condition_class(self) -> int:
+        """Most frequent first entry in train, the event class excluded: conditioning on an
+        already absorbed first entry would make every later entry certain."""
+        counts = self._first_counts["train"].copy()
+        if counts.sum() > counts[self.event_class]:
+            counts[self.event_class] = -1
+        return int(np.argmax(counts))
+
+    def abort(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+
+    def _move_into_place(self) -> None:
+        old = None
+        if self.out_dir.exists():
+            if not _replaceable(self.out_dir):
+                self.abort()
+                raise DataError(f"{self.out_dir}: appeared during the build and is not a dataset folder")
+            old = self.out_dir.parent / f".{self.out_dir.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(self.out_dir, old)
+        os.replace(self.tmp_dir, self.out_dir)
+        _fsync(self.out_dir.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _replaceable(folder: Path) -> bool:
+    """A folder we may replace: an earlier dataset (it has a manifest) or an empty folder."""
+    return folder.is_dir() and ((folder / MANIFEST).is_file() or not any(folder.iterdir()))
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
