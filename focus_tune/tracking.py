@@ -1,0 +1,138 @@
+"""MLflow tracking: the only module that imports mlflow.
+
+One experiment per scenario, one parent run per search, and one nested child run per
+trial, written from the driver by a Ray Tune callback: workers never need the tracking
+URI, which is what makes the same code work on a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from pathlib import Path
+
+import mlflow
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from ray.tune import Callback
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+# mlflow configures its logger on import; its INFO lines (database migrations) are noise here.
+logging.getLogger("mlflow").setLevel(logging.WARNING)
+
+
+def tracking_uri(uri: str | None) -> str:
+    """The given URI, or ``sqlite:///<cwd>/mlflow.db``."""
+    if uri:
+        return uri
+    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+class Tracker:
+    """The search's parent run and its children."""
+
+    def __init__(self, uri: str | None, experiment: str, run_name: str, parent_run_id: str | None = None):
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "1")
+        self.uri = tracking_uri(uri)
+        mlflow.set_tracking_uri(self.uri)
+        self.client = MlflowClient(self.uri)
+        exp = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        if parent_run_id is None:
+            run = self.client.create_run(self.experiment_id, run_name=run_name, tags={"kind": "search"})
+            parent_run_id = run.info.run_id
+        self.parent_run_id = parent_run_id
+        self._children: dict[str, str] = {r.data.tags["trial_id"]: r.info.run_id for r in self._child_runs()}
+
+    def _child_runs(self):
+        return self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'", max_results=5000
+        )
+
+    # -- children -----------------------------------------------------------------------
+    def start_trial(self, config: dict) -> str:
+        """Create (or, on a resumed search, reopen) the child run of a trial."""
+        trial = config["trial"]
+        run_id = self._children.get(trial["trial_id"])
+        if run_id is None:
+            tags = {
+                "mlflow.parentRunId": self.parent_run_id, "trial_id": trial["trial_id"],
+                "stage": trial["stage"], "family": trial["family"],
+            }
+            if trial["source_trial"]:
+                tags["source_trial"] = trial["source_trial"]
+            run_id = self.client.create_run(self.experiment_id, run_name=trial["trial_id"], tags=tags).info.run_id
+            params = {"schedule": trial["summary"], **trial["params"]}
+            params.update({f"train.{k}": v for k, v in config["train"].items()})
+            self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
+            self._children[trial["trial_id"]] = run_id
+        else:
+            self.client.update_run(run_id, status="RUNNING")
+        return run_id
+
+    def log_result(self, trial_id: str, result: dict) -> None:
+        """Per-epoch metrics, under the same keys as the Tune result (``val/ece``, ``train/loss``)."""
+        run_id = self._children[trial_id]
+        step = int(result.get("epoch", 0))
+        ts = int(result.get("timestamp", 0) * 1000)
+        metrics = [Metric(k, float(v), ts, step) for k, v in result.items() if _is_metric(k, v)]
+        if metrics:
+            self.client.log_batch(run_id, metrics=metrics)
+
+    def end_trial(self, trial_id: str, failed: bool, reason: str | None = None) -> None:
+        run_id = self._children[trial_id]
+        if reason:
+            self.client.set_tag(run_id, "failure_reason", reason[:4000])
+        self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+
+    # -- parent ---------------------------------------------------------------------------
+    def log_search(self, params: dict | None = None, tags: dict | None = None, metrics: dict | None = None) -> None:
+        self.client.log_batch(
+            self.parent_run_id,
+            params=[Param(k, str(v)) for k, v in (params or {}).items()],
+            tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
+            metrics=[Metric(k, float(v), 0, 0) for k, v in (metrics or {}).items() if _is_metric(k, v)],
+        )
+
+    def log_artifacts(self, folder: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifacts(self.parent_run_id, str(folder), artifact_path)
+
+    def log_model(self, model, name: str) -> None:
+        """A final model in the parent run (``mlflow.pytorch``)."""
+        import mlflow.pytorch
+
+        with mlflow.start_run(run_id=self.parent_run_id):
+            # "pickle": the default "pt2" needs torch.export of an input example.
+            mlflow.pytorch.log_model(model, name=name, serialization_format="pickle")
+
+    def finish(self, failed: bool = False) -> None:
+        self.client.set_terminated(self.parent_run_id, status="FAILED" if failed else "FINISHED")
+
+
+def _is_metric(key: str, value) -> bool:
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        and "/" in key  # our namespaced keys (val/ece, train/loss, test/marginal/ece, time/...)
+    )
+
+
+class MLflowTrialCallback(Callback):
+    """Driver-side Tune callback: every trial becomes a nested MLflow run."""
+
+    def __init__(self, tracker: Tracker):
+        self.tracker = tracker
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.tracker.start_trial(trial.config["trial_config"])
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.tracker.log_result(trial.config["trial_config"]["trial"]["trial_id"], result)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        result = trial.last_result or {}
+        self.tracker.end_trial(trial.config["trial_config"]["trial"]["trial_id"], failed=bool(result.get("failed")),
+                               reason=result.get("error"))
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.tracker.end_trial(trial.config["trial_config"]["trial"]["trial_id"], failed=True, reason=str(trial.error_file))
