@@ -66,6 +66,7 @@ class SearchState:
     finals: dict[str, dict] = field(default_factory=dict)  # trial id -> test result
     trial_seconds: dict[str, float] = field(default_factory=dict)
     batch_seconds: list[dict] = field(default_factory=list)
+    attempts: int = 0  # driver starts; names the Tune experiments of a resumed search apart
     parent_run_id: str | None = None
     fingerprint: dict = field(default_factory=dict)
 
@@ -159,14 +160,21 @@ def _fmt_s(s: float) -> str:
     return f"{int(s // 60)}m{int(s % 60):02d}s"
 
 
-def _run_batch(batch: Batch, configs: list[dict], args, data_ref, state: SearchState, tracker,
-               selection: str, progress: Progress, run_dir: Path, name: str) -> None:
+def _run_batch(batch: Batch, configs: list[dict] | dict, args, data_ref, state: SearchState, tracker,
+               selection: str, progress: Progress, run_dir: Path, name: str, searcher=None,
+               num_samples: int = 1) -> None:
+    """One Tuner: a grid over the batch's trial configs, or (``searcher``) a search space."""
     from ray import tune
 
     from .tracking import MLflowTrialCallback
     from .trainable import run_trial
 
-    n = len(configs)
+    if searcher is None:
+        param_space = {"trial_config": tune.grid_search(configs)}
+        n = len(configs)
+    else:  # the searcher puts each suggestion's trial_config into the trial's config
+        param_space, configs = configs, list(searcher.candidates.values())
+        n = max(1, min(num_samples, len(configs)))
     cpus = args.cpus_per_trial
     if cpus is None:
         import ray
@@ -176,13 +184,16 @@ def _run_batch(batch: Batch, configs: list[dict], args, data_ref, state: SearchS
         # then ends with its longest trial instead of in waves.
         cpus = 1.0 if args.address else max(0.05, round(total / n, 2))
     for c in configs:
-        c["threads"] = max(1, int(cpus))
+        # Not derived from the batch size: a resumed batch must compute exactly as the original.
+        c["threads"] = max(1, int(args.cpus_per_trial or 1))
     resources = {"cpu": cpus, "gpu": args.gpus_per_trial}
     trainable = tune.with_resources(tune.with_parameters(run_trial, data=data_ref), resources)
     tuner = tune.Tuner(
         trainable,
-        param_space={"trial_config": tune.grid_search(configs)},
+        param_space=param_space,
         tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=num_samples,
             max_concurrent_trials=args.max_concurrent or None,
             trial_name_creator=lambda t: t.config["trial_config"]["trial"]["trial_id"],
             trial_dirname_creator=lambda t: t.config["trial_config"]["trial"]["trial_id"],
@@ -264,6 +275,9 @@ def run(args) -> int:
         state = SearchState(path=state_path, fingerprint=json.loads(json.dumps(fingerprint)))
         state.save()
 
+    state.attempts += 1
+    state.save()
+
     import ray
 
     from .tracking import Tracker
@@ -292,13 +306,16 @@ def run(args) -> int:
         n = 0
         while batch := plan.next_batch(state.results):
             n += 1
+            if batch.joint_space is not None:
+                _run_optuna_joint(batch, cfg, args, data_ref, data_info, state, tracker, progress, run_dir)
+                continue
             for t in batch.trials:
                 progress.stage_of[t.trial_id] = t.stage if t.stage != "final" else f"final {t.family}"
             stages = ", ".join(batch.stages)
             print(f"batch: {stages} | {len(batch.trials)} trials ({batch.trainings} trainings)", flush=True)
             configs = [_trial_config(t, cfg, data_info, state) for t in batch.trials]
             _run_batch(batch, configs, args, data_ref, state, tracker, cfg.train.selection, progress,
-                       run_dir, name=f"batch-{len(state.batch_seconds) + 1}-{'-'.join(batch.stages)}")
+                       run_dir, name=_batch_name(state, batch))
     finally:
         ray.shutdown()
 
@@ -312,6 +329,33 @@ def run(args) -> int:
     print(f"report: {run_dir / 'report' / 'results.md'}  |  MLflow: mlflow ui --backend-store-uri {tracker.uri}")
     print(f"wall time {_fmt_s(wall)}")
     return 0
+
+
+def _run_optuna_joint(batch, cfg, args, data_ref, data_info, state, tracker, progress, run_dir) -> None:
+    """The joint stage searched by Ray Tune's OptunaSearch with the grid's training budget."""
+    from ray import tune
+
+    from .optuna_joint import DedupOptunaSearch
+
+    js = batch.joint_space
+    candidates = {(la, k2): _trial_config(js.joint_trial(la, k2), cfg, data_info, state)
+                  for la in js.lambdas for k2 in js.k2}
+    known = {(la, k2): score for la, k2, score in js.evaluated}
+    for c in candidates.values():
+        progress.stage_of[c["trial"]["trial_id"]] = "joint"
+    print(f"batch: joint (Optuna) | {js.remaining} trainings of {js.budget}, "
+          f"{len(known)} candidates known", flush=True)
+    searcher = DedupOptunaSearch(candidates, known, metric="score", mode="min", seed=args.seed)
+    space = {"lambda_all": tune.choice(list(js.lambdas)), "k2": tune.choice(list(js.k2))}
+    _run_batch(batch, space, args, data_ref, state, tracker, cfg.train.selection, progress, run_dir,
+               name=_batch_name(state, batch), searcher=searcher, num_samples=js.remaining)
+    state.results[js.done_id] = None  # the Optuna search has used its budget
+    state.save()
+
+
+def _batch_name(state: SearchState, batch: Batch) -> str:
+    name = f"batch-{len(state.batch_seconds) + 1}-{'-'.join(batch.stages)}"
+    return name if state.attempts == 1 else f"{name}-attempt{state.attempts}"
 
 
 def _trial_config(spec: TrialSpec, cfg: SearchConfig, data_info: dict, state: SearchState) -> dict:

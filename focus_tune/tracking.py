@@ -102,6 +102,7 @@ class Tracker:
         """A final model in the parent run (``mlflow.pytorch``)."""
         import mlflow.pytorch
 
+        logging.getLogger("mlflow.pytorch").setLevel(logging.ERROR)  # the pickle-format notice
         with mlflow.start_run(run_id=self.parent_run_id):
             # "pickle": the default "pt2" needs torch.export of an input example.
             mlflow.pytorch.log_model(model, name=name, serialization_format="pickle")

@@ -1,0 +1,154 @@
+"""End to end: the real CLI on the smoke profile, as a subprocess, with injected faults.
+
+One uninterrupted search, and one whose driver is killed after its first batch and then
+resumed: both must choose the same schedules, the resumed one without retraining what was
+done. Faults (test-only switch): one trial raises once mid-training (retried from its
+checkpoint), one trial's loss turns NaN (fails with that reason; its stage picks among the
+others).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+GAME = "facemed"
+FAULTS = {"stage1-l0.05-s0": "nan", "constant-0.01-s0": "raise@2", "stage2-l0.01-s0": "raise@2"}
+RUN = f"{GAME}-smoke-seed0"
+
+
+def cli(workdir: Path, *extra: str, **popen) -> subprocess.Popen:
+    env = dict(os.environ, FOCUS_TUNE_TEST_FAULTS=json.dumps(FAULTS), PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "focus_tune.search", "--game", GAME, "--profile", "smoke",
+           "--data-root", str(workdir.parent / "data"), *extra]
+    return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, **popen)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 420) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+def state_of(workdir: Path) -> dict:
+    return json.loads((workdir / "runs" / RUN / "search_state.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    work = tmp_path_factory.mktemp("e2e") / "plain"
+    work.mkdir()
+    t0 = time.time()
+    out = finish(cli(work))
+    return work, out, time.time() - t0
+
+
+def children(workdir: Path):
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(f"focus-tune/{GAME}")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("kind") == "search"]
+    kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, kids
+
+
+def test_full_procedure_report_and_mlflow(uninterrupted):
+    work, out, seconds = uninterrupted
+    state = state_of(work)
+    ids = set(state["results"])
+    # Every stage of the procedure ran: stage1..k1 (smoke k1 = 2), joint, constant, none, finals.
+    for prefix in ("stage1-", "stage2-", "joint-", "constant-", "none-", "final-none-", "final-constant-",
+                   "final-time-dependent-"):
+        assert any(i.startswith(prefix) for i in ids), (prefix, sorted(ids))
+    assert "chosen time-dependent schedule: l1" in out
+    report = work / "runs" / RUN / "report"
+    for name in ("results.md", "results.csv", "entry_ece.png", "reliability.png", "intervals.png"):
+        assert (report / name).stat().st_size > 0, name
+    md = (report / "results.md").read_text()
+    assert "ECE floor" in md and "time-dependent" in md and "n=3" in md
+
+    parents, kids = children(work)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert parents[0].data.params["chosen_schedule"].startswith("l1")
+    kid_ids = sorted(k.data.tags["trial_id"] for k in kids)
+    assert kid_ids == sorted(ids), "one child run per trial"
+    for k in kids:
+        assert k.data.tags["stage"] in {"stage1", "stage2", "joint", "constant", "none", "final"}
+        assert k.data.tags["family"] in {"none", "constant", "time-dependent"}
+        assert k.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert "schedule" in k.data.params and "seed" in k.data.params
+    client = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
+    some = next(k for k in kids if k.data.tags["trial_id"] == "none-s0")
+    assert len(client.get_metric_history(some.info.run_id, "val/ece")) >= 2, "per-epoch metrics"
+    arts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert "report" in arts and any(a.startswith("model-") for a in arts)
+    print(f"smoke search: {seconds:.0f} s")
+
+
+def test_faults_retry_and_nan(uninterrupted):
+    work, out, _ = uninterrupted
+    state = state_of(work)
+    # NaN: the trial failed with its reason and the stage chose among the others.
+    assert state["results"]["stage1-l0.05-s0"] is None
+    assert "FAILED" in out and "became nan" in out
+    assert state["results"]["stage1-l0.01-s0"] is not None
+    # stage 2 was built on the surviving stage-1 winner, lambda_1 = 0.01
+    assert state["results"]["stage2-l0.05-s0"] is not None
+    parents, kids = children(work)
+    nan_run = next(k for k in kids if k.data.tags["trial_id"] == "stage1-l0.05-s0")
+    assert nan_run.info.status == "FAILED" and "nan" in nan_run.data.tags["failure_reason"]
+    # The trials that raised once were retried from a checkpoint and finished.
+    for tid in ("constant-0.01-s0", "stage2-l0.01-s0"):
+        assert state["results"][tid] is not None
+        run = next(k for k in kids if k.data.tags["trial_id"] == tid)
+        assert run.info.status == "FINISHED"
+    errors = list((work / "runs" / RUN).glob("batch-*/constant-0.01-s0/error.txt"))
+    assert errors and "injected fault" in errors[0].read_text()
+
+
+def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
+    plain, _, _ = uninterrupted
+    work = tmp_path / "killed"
+    work.mkdir()
+    proc = cli(work, start_new_session=True)
+    state_file = work / "runs" / RUN / "search_state.json"
+    deadline = time.time() + 300
+    # Kill the whole driver (and the Ray it started) once the first batch is done and a
+    # trial of the second has finished.
+    while time.time() < deadline:
+        if state_file.exists():
+            try:
+                done = json.loads(state_file.read_text())["results"]
+            except json.JSONDecodeError:
+                done = {}
+            if len(done) >= 5:
+                break
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        time.sleep(0.5)
+    else:
+        pytest.fail("the first batch did not finish in time")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = json.loads(state_file.read_text())["results"]
+    assert not all(k in before for k in state_of(plain)["results"]), "killed too late to test a resume"
+
+    out = finish(cli(work, "--resume"))
+    assert "resuming:" in out
+    after = state_of(work)
+    assert after["results"] == state_of(plain)["results"], "same scores and winners as the uninterrupted run"
+    # Nothing that had finished was trained again: each trial has one folder across batches.
+    for tid, score in before.items():
+        dirs = [d for d in (work / "runs" / RUN).glob(f"batch-*/{tid}") if d.is_dir()]
+        assert len(dirs) == 1, (tid, dirs)
+    resumed_lines = [line for line in out.splitlines() if line.strip().startswith("[")]
+    for tid in before:
+        assert not any(f" {tid}:" in line for line in resumed_lines), f"{tid} was retrained"
+    _, kids = children(work)
+    assert sorted(k.data.tags["trial_id"] for k in kids) == sorted(after["results"])
