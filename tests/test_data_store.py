@@ -204,12 +204,14 @@ def test_ensure_dataset_builds_once_under_a_lock(tmp_path):
     for path in [tmp_path / "builds.log", *tmp_path.glob("result-*.txt")]:
         path.unlink()
     assert load_dataset(paths[0]).manifest.splits == {"train": 48, "val": 24, "test": 24}
-    # A cache built by another generator version is rebuilt.
+    # A cache built by another generator version is rebuilt; a crashed build's leftovers go.
     raw = json.loads(manifest.read_text())
     raw["generator_version"] = "0"
     manifest.write_text(json.dumps(raw))
+    (tmp_path / ".facemed-smoke-seed0.tmp-1-deadbeef").mkdir()
     ensure_dataset("facemed", "smoke", tmp_path)
     assert load_dataset(paths[0]).manifest.generator_version != "0"
+    assert not list(tmp_path.glob(".facemed-smoke-seed0.tmp-*"))
 
 
 def test_builds_are_reproducible(tmp_path):

@@ -8,6 +8,7 @@ See docs/DATA.md for the generators, the store format and the profile sizes.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from filelock import FileLock
@@ -27,7 +28,7 @@ from .store import (
 __all__ = [
     "ATARI_GAMES", "GAMES", "PROFILES", "SPECS", "DataError", "Dataset", "DatasetSpec",
     "DatasetWriter", "Manifest", "Split", "build_dataset", "dataset_dir", "ensure_dataset",
-    "get_spec", "generator_version", "load_dataset", "read_manifest", "time_to_event",
+    "get_spec", "generator_version", "is_current", "load_dataset", "read_manifest", "time_to_event",
 ]
 
 
@@ -87,7 +88,8 @@ def ensure_dataset(game: str, profile: str, root: str | os.PathLike, seed: int =
 
     A cached folder built by another generator version or for other profile sizes is
     rebuilt. A file lock serialises builders, so concurrent processes build once and the
-    others wait and reuse it. Checksums are verified by `load_dataset`, not here.
+    others wait and reuse it; the lock holder also removes temporary folders left by a
+    crashed build. Checksums are verified by `load_dataset`, not here.
     """
     folder = dataset_dir(root, game, profile, seed)
     if is_current(folder, game, profile, seed):
@@ -95,5 +97,8 @@ def ensure_dataset(game: str, profile: str, root: str | os.PathLike, seed: int =
     folder.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(folder.parent / f".{folder.name}.lock")):
         if not is_current(folder, game, profile, seed):
+            # Holding the lock, any temporary folder of this name is a crashed build's leftover.
+            for leftover in folder.parent.glob(f".{folder.name}.tmp-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
             build_dataset(game, profile, folder, seed)
     return folder

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from .images import resize_rgb
-from .profiles import ATARI_GAMES, FRAME_STRIDE, DatasetSpec, get_spec
+from .profiles import ATARI_GAMES, FRAME_STRIDE, DatasetSpec
 from .store import DatasetWriter
 
 ALE_ACTIONS = [
@@ -335,8 +335,3 @@ def build_atari(spec: DatasetSpec, out_dir: str | os.PathLike, seed: int = 0, ch
             game=spec.game, profile=spec.profile, sampling_freq=spec.sampling_freq, generator="ale-player",
             generator_version=GENERATOR_VERSION, seed=seed, details=details,
         )
-
-
-def build(game: str, profile: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
-    """Build the default dataset of an Atari game and profile."""
-    return build_atari(get_spec(game, profile), out_dir, seed)

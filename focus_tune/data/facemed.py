@@ -214,8 +214,3 @@ def import_utkface(folder: str | os.PathLike, out_dir: str | os.PathLike, *, ima
 def _chunks(indices: np.ndarray, size: int) -> Iterator[np.ndarray]:
     for start in range(0, len(indices), size):
         yield indices[start:start + size]
-
-
-def build(profile: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
-    """Build the default FaceMed dataset of a profile."""
-    return build_facemed(get_spec("facemed", profile), out_dir, seed)

@@ -9,9 +9,9 @@ Every split has the columns
     exact_marginals  fixed_size_list<float32>[L*c]  P(Y_i = a | x), row-major [L, c]; only
                                                 when the generator knows the truth
 and optional 1-D numeric extra columns (e.g. `age`, `episode`); the schema metadata key
-`focus_tune.image_shape` holds [C, H, W]. The manifest records the
-SHA-256 of every split file; `load_dataset` refuses a folder whose files, shapes or
-columns disagree with it, naming the file.
+`focus_tune.image_shape` holds [C, H, W]. The manifest records the SHA-256 of every split
+file; `load_dataset` refuses a folder whose files, shapes or columns disagree with it,
+naming the file.
 
 `DatasetWriter` streams chunks into a hidden temporary folder next to the destination and
 renames it into place only once everything, manifest last, is written and synced: a crash
@@ -115,7 +115,10 @@ class Manifest:
         if missing:
             raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
         kwargs = {k: raw[k] for k in names if k in raw}
-        kwargs["image_shape"] = tuple(int(v) for v in raw["image_shape"])
+        try:
+            kwargs["image_shape"] = tuple(int(v) for v in raw["image_shape"])
+        except (TypeError, ValueError):
+            raise DataError(f"{where}: image_shape {raw['image_shape']!r} is not a list of 3 integers") from None
         manifest = cls(**kwargs)
         _check_manifest(manifest, raw, where)
         return manifest
@@ -125,8 +128,8 @@ def _check_manifest(m: Manifest, raw: dict[str, Any], where: str) -> None:
     problems = []
     if len(m.image_shape) != 3 or min(m.image_shape) < 1:
         problems.append(f"image_shape {list(m.image_shape)} is not a positive (C, H, W)")
-    if not m.class_names or not all(isinstance(c, str) for c in m.class_names):
-        problems.append("class_names must be a non-empty list of strings")
+    if not isinstance(m.class_names, list) or not m.class_names or not all(isinstance(c, str) for c in m.class_names):
+        raise DataError(f"{where}: class_names must be a non-empty list of strings")
     if "num_classes" in raw and raw["num_classes"] != m.num_classes:
         problems.append(f"num_classes {raw['num_classes']} != len(class_names) {m.num_classes}")
     if not isinstance(m.length, int) or m.length < 1:
@@ -270,43 +273,49 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
     return Dataset(path, manifest)
 
 
-def _fixed_binary_to_numpy(column: pa.ChunkedArray, width: int) -> np.ndarray:
-    array = column.combine_chunks()
-    start = array.offset * width
-    flat = np.frombuffer(array.buffers()[1], dtype=np.uint8)[start:start + len(array) * width]
-    return flat.reshape(len(array), width).copy()
-
-
-def _fixed_list_to_numpy(column: pa.ChunkedArray, width: int) -> np.ndarray:
-    array = column.combine_chunks()
-    return array.flatten().to_numpy(zero_copy_only=False).reshape(len(array), width)
-
-
 def _read_split(path: Path, split: str, manifest: Manifest) -> Split:
     file = path / f"{split}.parquet"
+    n, (c, h, w), length, k = manifest.splits[split], manifest.image_shape, manifest.length, manifest.num_classes
     try:
-        table = pq.read_table(file)
+        parquet = pq.ParquetFile(file)
+        images = _read_column(parquet, file, "image", c * h * w, np.uint8).reshape(n, c, h, w)
+        sequences = _read_column(parquet, file, "sequence", length, np.int64)
+        tte = _read_column(parquet, file, "time_to_event", 1, np.int64)[:, 0]
+        marginals = None
+        if manifest.has_exact_marginals:
+            marginals = _read_column(parquet, file, "exact_marginals", length * k, np.float32).reshape(n, length, k)
+        standard = set(REQUIRED_COLUMNS) | {"exact_marginals"}
+        extras = {name: parquet.read(columns=[name]).column(0).to_numpy()
+                  for name in parquet.schema_arrow.names if name not in standard}
     except (pa.ArrowException, OSError) as err:
         raise DataError(f"{file}: not a readable Parquet file ({err})") from err
-    for name in table.column_names:
-        if table.column(name).null_count:
-            raise DataError(f"{file}: column {name!r} has null values")
-    n, (c, h, w), length, k = table.num_rows, manifest.image_shape, manifest.length, manifest.num_classes
-    images = _fixed_binary_to_numpy(table.column("image"), c * h * w).reshape(n, c, h, w)
-    sequences = _fixed_list_to_numpy(table.column("sequence"), length).astype(np.int64)
     if sequences.size and (sequences.min() < 0 or sequences.max() >= k):
         raise DataError(f"{file}: sequence holds class ids outside [0, {k})")
-    tte = table.column("time_to_event").to_numpy().astype(np.int64)
     if not np.array_equal(tte, time_to_event(sequences, manifest.event_class)):
         raise DataError(f"{file}: time_to_event disagrees with the sequences (event class {manifest.event_class})")
-    marginals = None
-    if manifest.has_exact_marginals:
-        marginals = _fixed_list_to_numpy(table.column("exact_marginals"), length * k).reshape(n, length, k)
-        if not np.allclose(marginals.sum(axis=2), 1.0, atol=1e-3):
-            raise DataError(f"{file}: exact_marginals do not sum to 1 over the classes")
-    standard = set(REQUIRED_COLUMNS) | {"exact_marginals"}
-    extras = {name: table.column(name).to_numpy() for name in table.column_names if name not in standard}
+    if marginals is not None and not np.allclose(marginals.sum(axis=2), 1.0, atol=1e-3):
+        raise DataError(f"{file}: exact_marginals do not sum to 1 over the classes")
     return Split(split, images, sequences, tte, marginals, extras)
+
+
+def _read_column(parquet: pq.ParquetFile, file: Path, name: str, width: int, dtype) -> np.ndarray:
+    """A fixed-width column as a numpy array [rows, width], decoded one row group at a time
+    so that peak memory stays near the size of the result."""
+    out = np.empty((parquet.metadata.num_rows, width), dtype)
+    row = 0
+    for group in range(parquet.num_row_groups):
+        chunk = parquet.read_row_group(group, columns=[name]).column(0).combine_chunks()
+        if chunk.null_count:
+            raise DataError(f"{file}: column {name!r} has null values")
+        if pa.types.is_fixed_size_binary(chunk.type):
+            values = np.frombuffer(chunk.buffers()[1], np.uint8)[chunk.offset * width:(chunk.offset + len(chunk)) * width]
+        elif pa.types.is_fixed_size_list(chunk.type):
+            values = chunk.flatten().to_numpy(zero_copy_only=False)
+        else:
+            values = chunk.to_numpy(zero_copy_only=False)
+        out[row:row + len(chunk)] = values.reshape(len(chunk), width)
+        row += len(chunk)
+    return out
 
 
 class DatasetWriter:
