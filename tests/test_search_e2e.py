@@ -87,8 +87,11 @@ def test_full_procedure_report_and_mlflow(uninterrupted):
     client = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
     some = next(k for k in kids if k.data.tags["trial_id"] == "none-s0")
     assert len(client.get_metric_history(some.info.run_id, "val/ece")) >= 2, "per-epoch metrics"
-    arts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
-    assert "report" in arts and any(a.startswith("model-") for a in arts)
+    arts = {a.path for a in client.list_artifacts(parents[0].info.run_id, "report")}
+    assert {"report/results.md", "report/entry_ece.png"} <= arts
+    models = client.search_logged_models([parents[0].info.experiment_id],
+                                         filter_string=f"source_run_id = '{parents[0].info.run_id}'")
+    assert sorted(m.name for m in models) == ["model-constant", "model-none", "model-time-dependent"]
     print(f"smoke search: {seconds:.0f} s")
 
 
