@@ -1,0 +1,253 @@
+"""What a search will cost before it runs: the ``--dry-run`` planner.
+
+:func:`plan_cost` prints every batch of a :class:`~focus_tune.plan.SearchPlan` with its trials
+and their resources, what overlap and deduplication save, and, given a per-trial time, the
+estimated wall time and GPU-hours on a cluster of N GPUs.
+
+The time model is Ray Tune's: the trials of a batch start in order as soon as a slot is free
+(``slots = floor(cluster GPUs / GPUs per trial)``, also capped by CPUs and
+``--max-concurrent``), and the next batch starts when the last trial of this one ends, because
+it needs this batch's winner. With equal trial times a batch of n trials takes
+``ceil(n / slots)`` waves. Two GPU-hour figures are given:
+
+* *busy*: what the trials use, sum of trial time x GPU fraction;
+* *billed*: what the cluster costs while the search runs, N GPUs x wall time (idle slots in a
+  batch's last wave and between batches are paid too; an autoscaler that releases idle
+  workers pays less).
+
+``trial_minutes`` is the time of one training *at the chosen GPU fraction*: trials that share
+a GPU each run slower than alone, so measure it that way (or take it from a finished search:
+:func:`measured_trial_minutes`). A final that reuses its search trial's checkpoint only runs a
+test evaluation; it takes ``eval_minutes`` (default: one epoch's share of a training).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .plan import Batch, SearchPlan, TrialSpec
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one trial asks Ray for, and what the cluster offers."""
+
+    cpus_per_trial: float
+    gpus_per_trial: float
+    cluster_gpus: int
+    cluster_cpus: float | None = None  # None: CPUs do not limit concurrency
+    max_concurrent: int = 0  # 0: no limit
+
+    @property
+    def slots(self) -> int:
+        """Trials that can run at once."""
+        limits = []
+        if self.gpus_per_trial > 0:
+            limits.append(math.floor(self.cluster_gpus / self.gpus_per_trial + _EPS))
+        if self.cluster_cpus is not None and self.cpus_per_trial > 0:
+            limits.append(math.floor(self.cluster_cpus / self.cpus_per_trial + _EPS))
+        if self.max_concurrent > 0:
+            limits.append(self.max_concurrent)
+        if not limits:
+            raise ValueError("nothing limits concurrency: give GPUs per trial, cluster CPUs or max_concurrent")
+        return max(0, min(limits))
+
+
+@dataclass(frozen=True)
+class BatchCost:
+    index: int
+    trials: int
+    trainings: int
+    evaluations: int
+    waves: int  # ceil(trials / slots)
+    wall_minutes: float  # in-order list scheduling on the slots
+    busy_minutes: float  # sum of trial times
+
+
+@dataclass(frozen=True)
+class Cost:
+    resources: Resources
+    trial_minutes: float
+    eval_minutes: float
+    batches: list[BatchCost]
+    naive_wall_minutes: float  # no overlap, no dedup, no checkpoint reuse: one round per stage
+
+    @property
+    def wall_minutes(self) -> float:
+        return sum(b.wall_minutes for b in self.batches)
+
+    @property
+    def gpu_hours_busy(self) -> float:
+        return sum(b.busy_minutes for b in self.batches) * self.resources.gpus_per_trial / 60
+
+    @property
+    def gpu_hours_billed(self) -> float:
+        return self.resources.cluster_gpus * self.wall_minutes / 60
+
+    @property
+    def utilization(self) -> float:
+        return self.gpu_hours_busy / self.gpu_hours_billed if self.gpu_hours_billed else float("nan")
+
+
+def _trial_time(t: TrialSpec, trial_minutes: float, eval_minutes: float) -> float:
+    return eval_minutes if t.source_trial is not None else trial_minutes
+
+
+def _schedule(durations: list[float], slots: int) -> float:
+    """Wall time of trials started in order, each on the first slot to free up."""
+    if not durations:
+        return 0.0
+    free = [0.0] * min(slots, len(durations))
+    heapq.heapify(free)
+    end = 0.0
+    for d in durations:
+        start = heapq.heappop(free)
+        end = max(end, start + d)
+        heapq.heappush(free, start + d)
+    return end
+
+
+def estimate(plan: SearchPlan, resources: Resources, trial_minutes: float,
+             eval_minutes: float | None = None, epochs: int | None = None,
+             batches: list[Batch] | None = None) -> Cost:
+    """The cost of ``plan`` (its :meth:`~SearchPlan.dry_run` batches unless given)."""
+    if not trial_minutes > 0:
+        raise ValueError(f"trial_minutes must be > 0, got {trial_minutes}")
+    slots = resources.slots
+    if slots < 1:
+        raise ValueError(f"no trial fits: {resources.gpus_per_trial} GPUs per trial on {resources.cluster_gpus} GPUs")
+    if eval_minutes is None:
+        eval_minutes = trial_minutes / max(1, epochs or 1)
+    batches = plan.dry_run() if batches is None else batches
+    costs = []
+    for i, b in enumerate(batches, start=1):
+        durations = [_trial_time(t, trial_minutes, eval_minutes) for t in b.trials]
+        costs.append(BatchCost(
+            index=i, trials=len(b.trials), trainings=b.trainings, evaluations=len(b.trials) - b.trainings,
+            waves=math.ceil(len(b.trials) / slots), wall_minutes=_schedule(durations, slots),
+            busy_minutes=sum(durations),
+        ))
+    return Cost(resources, trial_minutes, eval_minutes, costs,
+                naive_wall_minutes=sum(math.ceil(n / slots) * trial_minutes for n in naive_rounds(plan)))
+
+
+def naive_rounds(plan: SearchPlan) -> list[int]:
+    """Trainings per sequential round when every stage waits for the previous one and nothing
+    is deduplicated or reused: stage 1..k1, joint, constant, none, the finals."""
+    g = plan.grid
+    return ([len(g.lambdas)] * g.k1 + [len(g.lambdas) * len(g.k2), len(g.constants), 1,
+                                       3 * plan.final_seeds])
+
+
+def measured_trial_minutes(run_dir: Path) -> float | None:
+    """Median training time (minutes) of a finished or partial search in ``run_dir``
+    (``<game>-<profile>-seed<N>``), from its ``search_state.json``. The finals with the search
+    seed are left out: they only evaluated a search trial's checkpoint."""
+    run_dir = Path(run_dir)
+    path = run_dir / "search_state.json"
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text())
+    seed = re.search(r"-seed(\d+)$", run_dir.name)
+    reused = f"-s{seed.group(1)}" if seed else None
+    seconds = [sec for tid, sec in state.get("trial_seconds", {}).items()
+               if sec and sec > 0 and not (tid.startswith("final-") and reused and tid.endswith(reused))]
+    return statistics.median(seconds) / 60 if seconds else None
+
+
+def _fmt_minutes(m: float) -> str:
+    if m < 1:
+        return f"{m * 60:.0f}s"
+    h, rest = divmod(round(m), 60)
+    return f"{h}h{rest:02d}m" if h else f"{rest}m"
+
+
+def _fmt_num(x: float) -> str:
+    return f"{x:g}"
+
+
+def describe_batches(batches: list[Batch], cpus_per_trial: float | None, gpus_per_trial: float) -> list[str]:
+    """Every batch, its trials and what each asks for (``cpus_per_trial`` None: the search's
+    local default, the machine's CPUs shared among the batch's trials)."""
+    cpu = "a share of the CPUs" if cpus_per_trial is None else f"{_fmt_num(cpus_per_trial)} CPU"
+    res = cpu + (f" + {_fmt_num(gpus_per_trial)} GPU" if gpus_per_trial else "")
+    lines = []
+    for n, b in enumerate(batches, start=1):
+        counts = Counter(f"final {t.family}" if t.stage == "final" else t.stage for t in b.trials)
+        what = ", ".join(f"{name} x{c}" for name, c in counts.items())
+        evals = len(b.trials) - b.trainings
+        lines.append(f"batch {n}: {what} | {len(b.trials)} trials, {b.trainings} trainings"
+                     + (f" + {evals} test evaluation{'s' if evals > 1 else ''}" if evals else "")
+                     + f" | each {res}")
+        for t in b.trials:
+            note = f"  (evaluates {t.source_trial}'s checkpoint)" if t.source_trial else ""
+            lines.append(f"    {t.trial_id:<28} {t.schedule}{note}")
+    return lines
+
+
+def plan_cost(plan: SearchPlan, cfg, cluster_gpus: int | None = None, gpus_per_trial: float = 1.0,
+              trial_minutes: float | None = None, *, cpus_per_trial: float | None = 1.0,
+              cluster_cpus: float | None = None, max_concurrent: int = 0, epoch_minutes: float | None = None,
+              eval_minutes: float | None = None, results=None) -> str:
+    """The dry-run text: the plan, its savings and, with ``cluster_gpus``, its cost.
+
+    cfg: the :class:`~focus_tune.config.SearchConfig` (epochs, profile); trial_minutes: one
+    training at this GPU fraction (or ``epoch_minutes`` x epochs); results: known results of
+    a resumed search (done batches then come out as they ran); cpus_per_trial None: the local
+    default (the machine's CPUs shared by a batch), 1 on a cluster.
+    """
+    epochs = cfg.train.epochs
+    if cluster_gpus and cpus_per_trial is None:
+        cpus_per_trial = 1.0  # the search's default on a cluster
+    batches = plan.dry_run(results)
+    s = plan.stats(batches)
+    lines = describe_batches(batches, cpus_per_trial, gpus_per_trial if cluster_gpus else 0.0)
+    lines.append(
+        f"{s.trainings} trainings + {s.evaluations} test evaluations in {s.batches} batches, instead of "
+        f"{s.naive_trainings} trainings in {s.rounds_without_overlap} rounds: deduplication saves "
+        f"{s.dedup_saved} trainings, reusing search checkpoints as the first final seed {s.reuse_saved}, "
+        f"overlap {s.overlap_saved} rounds"
+    )
+    if not cluster_gpus:
+        return "\n".join(lines)
+
+    if gpus_per_trial <= 0:
+        lines.append("(--gpus-per-trial is 0: costing with 1 GPU per trial)")
+        gpus_per_trial = 1.0
+    if trial_minutes is None and epoch_minutes is not None:
+        trial_minutes = epoch_minutes * epochs
+    resources = Resources(cpus_per_trial, gpus_per_trial, cluster_gpus, cluster_cpus, max_concurrent)
+    slots = resources.slots
+    gpus_s = f"{cluster_gpus} GPU{'s' if cluster_gpus != 1 else ''}"
+    head = (f"on {gpus_s} at {_fmt_num(gpus_per_trial)} GPU per trial: {slots} trials at once"
+            + (f" (capped by CPUs or --max-concurrent)"
+               if slots < math.floor(cluster_gpus / gpus_per_trial + _EPS) else ""))
+    if trial_minutes is None:
+        lines.append(f"{head}; waves per batch: "
+                     + ", ".join(str(math.ceil(len(b.trials) / slots)) if slots else "-" for b in batches))
+        lines.append("no per-trial time: pass --trial-minutes (one training of "
+                     f"{epochs} epochs at this GPU fraction) to estimate wall time and GPU-hours")
+        return "\n".join(lines)
+
+    cost = estimate(plan, resources, trial_minutes, eval_minutes=eval_minutes, epochs=epochs, batches=batches)
+    lines.append(f"{head}; {_fmt_minutes(cost.trial_minutes)} per training, "
+                 f"{_fmt_minutes(cost.eval_minutes)} per test evaluation")
+    lines.append(f"  {'batch':<6} {'trials':>6} {'waves':>6} {'wall':>8}")
+    for b in cost.batches:
+        lines.append(f"  {b.index:<6} {b.trials:>6} {b.waves:>6} {_fmt_minutes(b.wall_minutes):>8}")
+    lines.append(
+        f"estimated wall time {_fmt_minutes(cost.wall_minutes)} "
+        f"(without overlap and deduplication: {_fmt_minutes(cost.naive_wall_minutes)}); "
+        f"GPU-hours: {cost.gpu_hours_busy:.1f} busy, {cost.gpu_hours_billed:.1f} billed "
+        f"({gpus_s} x wall; {cost.utilization:.0%} used)"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""The dry-run planner: slots, waves, wall time and GPU-hours, against hand-computed values."""
+
+import json
+import math
+
+import pytest
+
+from focus_tune.config import load_search_config, space_path
+from focus_tune.plan import SearchPlan
+from focus_tune.planner import Resources, _schedule, estimate, measured_trial_minutes, naive_rounds, plan_cost
+
+
+@pytest.fixture(scope="module")
+def hero():
+    cfg = load_search_config(space_path("hero"), "paper")
+    return cfg, SearchPlan(cfg.grid, length=300, seed=0, final_seeds=cfg.final_seeds)
+
+
+@pytest.mark.parametrize("gpus, per_trial, slots", [
+    (8, 0.5, 16), (1, 0.25, 4), (1, 0.3, 3), (1, 1 / 3, 3), (0.7, 0.1, 7), (3, 0.1, 30), (1, 2, 0),
+])
+def test_slots_from_gpu_fractions(gpus, per_trial, slots):
+    assert Resources(1, per_trial, gpus).slots == slots
+
+
+def test_slots_capped_by_cpus_and_max_concurrent():
+    assert Resources(2, 0.25, 4, cluster_cpus=8).slots == 4  # 16 by GPU, 4 by CPU
+    assert Resources(1, 0.25, 4, max_concurrent=5).slots == 5
+    with pytest.raises(ValueError):
+        Resources(1, 0, 4).slots  # nothing limits concurrency
+
+
+def test_schedule_is_waves_for_equal_trials():
+    for n in range(1, 20):
+        for slots in (1, 3, 4, 16):
+            assert _schedule([2.0] * n, slots) == math.ceil(n / slots) * 2.0
+    # In order, each on the first free slot: [5, 1, 1, 1] on 2 slots ends at 5.
+    assert _schedule([5, 1, 1, 1], 2) == 5
+    assert _schedule([1, 1, 5], 2) == 6
+
+
+def test_hero_paper_on_one_gpu_runs_everything_in_sequence(hero):
+    cfg, plan = hero
+    s = plan.stats(plan.dry_run())
+    cost = estimate(plan, Resources(1, 1.0, 1), trial_minutes=60, eval_minutes=2, epochs=cfg.train.epochs)
+    assert cost.wall_minutes == pytest.approx(s.trainings * 60 + s.evaluations * 2)
+    assert cost.gpu_hours_busy == pytest.approx(cost.gpu_hours_billed)  # one GPU, never idle
+    assert [b.waves for b in cost.batches] == [len(b.trials) for b in plan.dry_run()]
+
+
+def test_hero_paper_on_eight_gpus_shared_four_ways(hero):
+    cfg, plan = hero
+    # 8 GPUs x 4 trials each = 32 slots: every batch (at most 16 trials) is one wave.
+    cost = estimate(plan, Resources(2, 0.25, 8), trial_minutes=90, eval_minutes=3)
+    assert [b.waves for b in cost.batches] == [1] * len(cost.batches)
+    assert cost.wall_minutes == pytest.approx(90 * len(cost.batches))
+    s = plan.stats(plan.dry_run())
+    assert cost.gpu_hours_busy == pytest.approx((s.trainings * 90 + s.evaluations * 3) * 0.25 / 60)
+    assert cost.gpu_hours_billed == pytest.approx(8 * cost.wall_minutes / 60)
+    assert 0 < cost.utilization < 1
+    # Without overlap and dedup the same cluster needs more rounds: 7 of them, joint (20) in 1 wave.
+    assert cost.naive_wall_minutes == pytest.approx(90 * 7)
+
+
+def test_eval_minutes_default_to_one_epoch(hero):
+    cfg, plan = hero
+    cost = estimate(plan, Resources(1, 1.0, 2), trial_minutes=200, epochs=cfg.train.epochs)
+    assert cost.eval_minutes == pytest.approx(200 / cfg.train.epochs)
+
+
+def test_naive_rounds_match_the_plans_naive_count(hero):
+    _, plan = hero
+    assert sum(naive_rounds(plan)) == plan.stats(plan.dry_run()).naive_trainings
+
+
+def test_estimate_rejects_impossible_requests(hero):
+    _, plan = hero
+    with pytest.raises(ValueError, match="no trial fits"):
+        estimate(plan, Resources(1, 2.0, 1), trial_minutes=10)
+    with pytest.raises(ValueError):
+        estimate(plan, Resources(1, 1.0, 1), trial_minutes=0)
+
+
+def test_plan_cost_text(hero):
+    cfg, plan = hero
+    text = plan_cost(plan, cfg, cluster_gpus=8, gpus_per_trial=0.5, trial_minutes=90, cpus_per_trial=2)
+    batches = plan.dry_run()
+    for b in batches:  # every trial listed once, with its batch
+        for t in b.trials:
+            assert text.count(f" {t.trial_id} ") == 1, t.trial_id
+    assert text.count("each 2 CPU + 0.5 GPU") == len(batches)
+    assert "deduplication saves 4 trainings" in text
+    assert "16 trials at once" in text
+    assert "estimated wall time 7h30m" in text  # 5 batches x one 90-minute wave
+    assert "(evaluates none-s0's checkpoint)" in text
+
+
+def test_plan_cost_without_a_cluster_or_a_time(hero):
+    cfg, plan = hero
+    plain = plan_cost(plan, cfg, cpus_per_trial=None)
+    assert "GPU" not in plain and "batch 5:" in plain and "each a share of the CPUs" in plain
+    no_time = plan_cost(plan, cfg, cluster_gpus=4, gpus_per_trial=0.0)
+    assert "costing with 1 GPU per trial" in no_time and "4 trials at once" in no_time
+    assert "pass --trial-minutes" in no_time and "waves per batch: 3, 3, 1, 4, 1" in no_time
+    by_epoch = plan_cost(plan, cfg, cluster_gpus=4, gpus_per_trial=1, epoch_minutes=0.5)
+    assert "1h40m per training" in by_epoch  # 200 epochs x 0.5 min
+
+
+def test_measured_trial_minutes(tmp_path):
+    run = tmp_path / "hero-paper-seed0"
+    assert measured_trial_minutes(run) is None
+    run.mkdir()
+    (run / "search_state.json").write_text(json.dumps({"results": {}, "trial_seconds": {
+        "stage1-l0.01-s0": 600.0, "stage1-l0.05-s0": 660.0, "none-s0": 540.0,
+        "final-none-s0": 4.0,  # evaluates none-s0's checkpoint: not a training
+        "final-none-s1": 620.0,
+    }}))
+    assert measured_trial_minutes(run) == pytest.approx(610 / 60)
