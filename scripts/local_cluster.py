@@ -1,0 +1,440 @@
+"""A real multi-node Ray cluster on one machine, for trying the cluster path without a cloud.
+
+Starts a head and ``--nodes - 1`` worker nodes with ``ray start`` on loopback, each with
+explicit ``--num-cpus/--memory/--object-store-memory`` (Ray's own memory detection over-counts
+on small machines), its own ``--temp-dir`` and free ports, and token authentication: every
+process (the nodes, and any command run against them) gets the same ``RAY_AUTH_MODE=token``
+and ``RAY_AUTH_TOKEN_PATH`` pointing at a token made for this cluster only (nothing is written
+to ``~/.ray``).
+
+Stopping is precise: ``ray stop`` would kill every Ray process on the machine, including other
+people's. Here each node is started with ``ray start --block`` in a new session, and ``down``
+signals only processes of those sessions or whose command line names this cluster's root
+folder.
+
+Usage::
+
+    # start, run one command against the cluster, verify, always stop
+    python scripts/local_cluster.py run --verify -- \\
+        python -m focus_tune.search --game facemed --profile smoke \\
+        --address {address} --storage {root}/runs --tracking-uri sqlite:///{root}/mlflow.db \\
+        --data-root {root}/data_cache --cpus-per-trial 1
+
+    # or keep it up while you work in another shell
+    python scripts/local_cluster.py up --root /tmp/ftc     # prints the exports to use
+    python scripts/local_cluster.py down --root /tmp/ftc
+
+``verify`` checks a finished search: each trial's worker process is found in exactly one node's
+log folder (both nodes share 127.0.0.1, so the IP cannot tell them apart; the pid can), every
+node ran at least one trial, and MLflow holds one FINISHED parent run with one FINISHED child
+per trial, each tagged with its stage and family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATE = "cluster.json"
+GiB = 1024**3
+MiB = 1024**2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_bin() -> str:
+    """The ``ray`` CLI of the running interpreter's environment."""
+    here = Path(sys.executable).parent / "ray"
+    return str(here) if here.exists() else "ray"
+
+
+@dataclass
+class Node:
+    name: str
+    temp_dir: str
+    pid: int  # the `ray start --block` process: session leader of everything it starts
+    log: str
+
+
+@dataclass
+class LocalCluster:
+    """``with LocalCluster(root) as c:`` starts the nodes and always stops them."""
+
+    root: Path
+    nodes_wanted: int = 2
+    cpus: float = 1
+    memory: int = 3 * GiB
+    object_store_memory: int = 256 * MiB
+    port: int = 0
+    nodes: list[Node] = field(default_factory=list)
+    node_ids: dict[str, str] = field(default_factory=dict)  # Ray node id -> our node name
+    started_at: float = 0.0
+
+    # -- environment shared by every process of this cluster ----------------------------------
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def token_path(self) -> Path:
+        return Path(self.root) / "auth_token"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The variables to add to a process's environment to talk to this cluster."""
+        return {
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(self.token_path),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_ADDRESS": self.address,
+        }
+
+    def full_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_TOKEN",)}
+        env.update(self.env)
+        return env
+
+    # -- start / stop ---------------------------------------------------------------------------
+    def start(self, timeout: float = 90.0) -> "LocalCluster":
+        self.root = Path(self.root).resolve()
+        # Ray's unix sockets live at <root>/<node>/session_<40 chars>/sockets/plasma_store and a
+        # socket path may have at most 107 bytes.
+        if len(str(self.root)) > 32:
+            raise ValueError(f"cluster root {self.root} is too long for Ray's socket paths; use e.g. /tmp/ftc")
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.token_path.exists():
+            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+        self.port = self.port or free_port()
+        self.started_at = time.time()
+        try:
+            self._start_node("head", ["--head", f"--port={self.port}",
+                                      "--include-dashboard=false"], timeout)
+            for i in range(1, self.nodes_wanted):
+                self._start_node(f"worker{i}", [f"--address={self.address}"], timeout)
+            self.save()
+            for info in self.wait_for_nodes(self.nodes_wanted, timeout):
+                # Both nodes share 127.0.0.1; their socket paths name their temp dirs.
+                for node in self.nodes:
+                    if info["RayletSocketName"].startswith(str(Path(node.temp_dir).resolve()) + "/"):
+                        self.node_ids[info["NodeID"]] = node.name
+            if len(self.node_ids) != len(self.nodes):
+                raise RuntimeError(f"could not tell the nodes apart by their sockets: {self.node_ids}")
+            self.save()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_node(self, name: str, extra: list[str], timeout: float) -> None:
+        temp_dir = self.root / name  # per node: its own session and log folders
+        temp_dir.mkdir(exist_ok=True)
+        log = self.root / f"{name}.log"
+        cmd = [
+            _ray_bin(), "start", "--block", *extra,
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={self.cpus:g}", "--num-gpus=0",
+            f"--memory={int(self.memory)}", f"--object-store-memory={int(self.object_store_memory)}",
+            f"--temp-dir={temp_dir}",
+            # Fixed default ports (8265, 52365) would collide with another Ray on this machine.
+            f"--dashboard-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
+            "--disable-usage-stats",
+        ]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=self.full_env(), start_new_session=True)
+        node = Node(name, str(temp_dir), proc.pid, str(log))
+        self.nodes.append(node)
+        self.save()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            text = log.read_text(errors="replace")
+            if "Ray runtime started" in text:
+                return
+            if proc.poll() is not None:
+                raise RuntimeError(f"`ray start` for {name} exited with {proc.returncode}:\n{text[-3000:]}")
+            time.sleep(0.3)
+        raise TimeoutError(f"{name} did not start in {timeout:.0f}s; see {log}")
+
+    def alive_nodes(self) -> list[dict]:
+        """The cluster's alive nodes as Ray sees them (asked from a fresh process)."""
+        code = ("import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
+                "print('NODES=' + json.dumps([{k: n[k] for k in ('NodeID', 'NodeManagerAddress', 'RayletSocketName', 'Resources')} "
+                "for n in ray.nodes() if n['Alive']]))" % self.address)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=self.full_env(),
+                             timeout=120, cwd=self.root)
+        line = next((ln for ln in out.stdout.splitlines() if ln.startswith("NODES=")), None)
+        if line is None:
+            raise RuntimeError(f"could not list the nodes of {self.address}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+        return json.loads(line.removeprefix("NODES="))
+
+    def wait_for_nodes(self, n: int, timeout: float) -> list[dict]:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                nodes = self.alive_nodes()
+            except RuntimeError:
+                if time.time() > deadline:
+                    raise
+                nodes = []
+            if len(nodes) >= n:
+                return nodes
+            if time.time() > deadline:
+                raise TimeoutError(f"{len(nodes)} of {n} nodes alive after {timeout:.0f}s")
+            time.sleep(1)
+
+    def processes(self) -> list[int]:
+        """Pids of every live process of this cluster: those in a node's session (``ray start``
+        leads it; Ray gives workers their own process groups, not sessions), or Ray processes
+        naming the cluster's root folder on the command line (Ray passes the temp dir to what it
+        starts)."""
+        sessions = {n.pid for n in self.nodes}
+        marker = str(Path(self.root).resolve()) + "/"
+        me = os.getpid()
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                fields = stat[stat.rindex(")") + 2:].split()
+                state, sid = fields[0], int(fields[3])
+                if state == "Z":
+                    continue
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, ValueError):
+                continue
+            if sid in sessions or (marker in cmdline and _is_ray(cmdline)):
+                pids.append(int(entry.name))
+        return pids
+
+    def stop(self, grace: float = 5.0) -> list[int]:
+        """Stop every process of this cluster and nothing else; returns the pids signalled.
+
+        SIGTERM first; whatever is left after ``grace`` seconds gets SIGKILL (a GCS server can
+        take more than 15 s to exit on SIGTERM; this cluster keeps nothing worth waiting for)."""
+        signalled: set[int] = set()
+        for sig, seconds in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            for pid in self.processes():
+                try:
+                    os.kill(pid, sig)
+                    signalled.add(pid)
+                except ProcessLookupError:
+                    pass
+            deadline = time.time() + seconds
+            while time.time() < deadline and self.processes():
+                _reap()
+                time.sleep(0.2)
+        _reap()
+        left = self.processes()
+        if left:
+            raise RuntimeError(f"processes of {self.root} still alive after SIGKILL: {left}")
+        state = Path(self.root) / STATE
+        if state.exists():
+            state.unlink()
+        return sorted(signalled)
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- persistence for up/down ------------------------------------------------------------------
+    def save(self) -> None:
+        data = asdict(self)
+        data["root"] = str(self.root)
+        (Path(self.root) / STATE).write_text(json.dumps(data, indent=1))
+
+    @classmethod
+    def load(cls, root: Path) -> "LocalCluster":
+        data = json.loads((Path(root) / STATE).read_text())
+        data["nodes"] = [Node(**n) for n in data["nodes"]]
+        data["root"] = Path(data["root"])
+        return cls(**data)
+
+
+def _is_ray(cmdline: str) -> bool:
+    """A Ray process (not, say, a `tail -f` of one of its logs)."""
+    return cmdline.startswith("ray::") or bool(re.search(r"(^|/)ray(/| |$)", cmdline))
+
+
+def _reap() -> None:
+    """Collect exited children (the `ray start` processes) so they do not linger as zombies."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+# -- checking a finished search ------------------------------------------------------------------
+def trial_results(storage: Path) -> dict[str, dict]:
+    """trial id -> its last result's ``pid`` and ``node_id`` (when reported), from Tune's saved
+    experiment state.
+
+    Every result Tune records carries the reporting process's ``pid`` (and ``node_ip``, the
+    same for both nodes here); each batch's ``experiment_state-*.json`` holds, per trial, the
+    trial (its config names our trial id) and its run metadata (with its last result).
+    """
+    out: dict[str, dict] = {}
+    for state_file in sorted(Path(storage).rglob("experiment_state-*.json")):
+        data = json.loads(state_file.read_text())
+        for trial_json, metadata_json in data.get("trial_data", []):
+            trial, metadata = json.loads(trial_json), json.loads(metadata_json)
+            last = metadata.get("last_result") or {}
+            if isinstance(last, str):
+                last = json.loads(last)
+            tid = trial["config"]["trial_config"]["trial"]["trial_id"]
+            if "pid" in last:
+                out[tid] = {"pid": int(last["pid"]), "node_id": last.get("node_id")}
+    return out
+
+
+def node_of_pid(cluster: LocalCluster, pid: int) -> list[str]:
+    """The nodes whose log folder has a worker log of this pid (Ray names them
+    ``worker-<id>-<job>-<pid>.out`` and ``python-core-worker-<id>_<pid>.log``)."""
+    found = []
+    pat = re.compile(rf"(^worker-.*-{pid}\.(out|err)$)|(^python-core-worker-.*_{pid}\.log$)")
+    for node in cluster.nodes:
+        logs = list(Path(node.temp_dir).glob("session_*/logs"))
+        if any(pat.match(f.name) for d in logs for f in d.iterdir()):
+            found.append(node.name)
+    return found
+
+
+def node_of(cluster: LocalCluster, result: dict) -> list[str]:
+    """Where a trial ran: by the Ray node id its results report, else by its worker's pid."""
+    node_id = result.get("node_id")
+    if node_id and node_id in cluster.node_ids:
+        return [cluster.node_ids[node_id]]
+    return node_of_pid(cluster, result["pid"])
+
+
+def verify(cluster: LocalCluster, storage: Path, tracking_uri: str, experiment: str) -> dict:
+    """Where each trial ran, and whether MLflow holds the whole search; raises AssertionError."""
+    results = trial_results(storage)
+    assert results, f"no Tune experiment state with trial results under {storage}"
+    placement = {}
+    for tid, result in sorted(results.items()):
+        nodes = node_of(cluster, result)
+        assert len(nodes) == 1, f"trial {tid} ({result}) found on nodes {nodes}"
+        placement[tid] = nodes[0]
+    used = sorted(set(placement.values()))
+    wanted = sorted(n.name for n in cluster.nodes)
+    assert used == wanted, f"trials ran on {used}, not on every node {wanted}: {placement}"
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None, f"no MLflow experiment {experiment!r} in {tracking_uri}"
+    runs = client.search_runs([exp.experiment_id], max_results=5000)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1, f"{len(parents)} parent runs"
+    parent = parents[0]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == len(runs) - 1, "runs that are neither the parent nor its children"
+    assert parent.info.status == "FINISHED", f"parent run is {parent.info.status}"
+    child_ids = sorted(r.data.tags.get("trial_id") for r in children)
+    assert child_ids == sorted(results), f"MLflow children {child_ids} != Tune trials {sorted(results)}"
+    for r in children:
+        tags = r.data.tags
+        assert r.info.status == "FINISHED", f"{tags.get('trial_id')} is {r.info.status}"
+        assert tags.get("stage") and tags.get("family"), f"{tags.get('trial_id')} lacks stage/family tags"
+    per_node = {n: sum(v == n for v in placement.values()) for n in wanted}
+    return {"placement": placement, "trials_per_node": per_node, "children": len(children),
+            "parent_run_id": parent.info.run_id}
+
+
+# -- CLI -------------------------------------------------------------------------------------------
+def _cluster_from(args) -> LocalCluster:
+    root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="ftc-", dir="/tmp"))
+    # Unix socket paths under the temp dir must stay short (about 107 bytes).
+    return LocalCluster(root=root, nodes_wanted=args.nodes, cpus=args.cpus, memory=int(args.memory_gb * GiB),
+                        object_store_memory=int(args.object_store_mb * MiB))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python scripts/local_cluster.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("up", "run"):
+        s = sub.add_parser(name)
+        s.add_argument("--root", help="cluster folder (default: a new /tmp/ftc-* folder); keep it short")
+        s.add_argument("--nodes", type=int, default=2)
+        s.add_argument("--cpus", type=float, default=1, help="CPUs per node")
+        s.add_argument("--memory-gb", type=float, default=3, help="Ray memory resource per node")
+        s.add_argument("--object-store-mb", type=float, default=256, help="object store per node")
+    run = sub.choices["run"]
+    run.add_argument("--verify", action="store_true",
+                     help="after a focus_tune.search command, check trial placement and MLflow (see module doc)")
+    run.add_argument("command", nargs=argparse.REMAINDER,
+                     help="after --: the command; {address} and {root} are replaced")
+    down = sub.add_parser("down")
+    down.add_argument("--root", required=True)
+    args = p.parse_args(argv)
+
+    if args.cmd == "down":
+        if not (Path(args.root) / STATE).exists():
+            print(f"no cluster recorded in {args.root}", file=sys.stderr)
+            return 1
+        pids = LocalCluster.load(Path(args.root)).stop()
+        print(f"stopped {len(pids)} processes of {args.root}")
+        return 0
+    cluster = _cluster_from(args)
+    if args.cmd == "up":
+        cluster.start()
+        print(f"{len(cluster.nodes)} nodes up at {cluster.address}; root {cluster.root}")
+        print("in the shell that talks to it:")
+        for k, v in cluster.env.items():
+            print(f"  export {k}={shlex.quote(v)}")
+        print(f"stop with: python scripts/local_cluster.py down --root {cluster.root}")
+        return 0
+
+    if not [c for c in args.command if c != "--"]:
+        p.error("run needs a command after --")
+    with cluster:
+        # {address} is known once the head has its port.
+        command = [c.format(address=cluster.address, root=cluster.root) for c in args.command if c != "--"]
+        print(f"{len(cluster.nodes)} nodes up at {cluster.address}; root {cluster.root}", flush=True)
+        t0 = time.time()
+        rc = subprocess.run(command, env=cluster.full_env()).returncode
+        print(f"command exited {rc} after {time.time() - t0:.0f}s", flush=True)
+        if rc == 0 and args.verify:
+            storage = Path(_flag(command, "--storage", "runs"))
+            uri = _flag(command, "--tracking-uri", f"sqlite:///{Path.cwd() / 'mlflow.db'}")
+            report = verify(cluster, storage, uri, f"focus-tune/{_flag(command, '--game', '')}")
+            print(json.dumps(report, indent=1))
+    return rc
+
+
+def _flag(command: list[str], name: str, default: str) -> str:
+    for i, c in enumerate(command):
+        if c == name and i + 1 < len(command):
+            return command[i + 1]
+        if c.startswith(name + "="):
+            return c.split("=", 1)[1]
+    return default
+
+
+if __name__ == "__main__":
+    sys.exit(main())
