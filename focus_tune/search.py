@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the joint lambda_all x k2 stage: the paper's grid, or Optuna with the same budget")
     p.add_argument("--max-retries", type=int, default=2, help="retries of a crashed trial from its checkpoint")
     p.add_argument("--dry-run", action="store_true", help="print the trial plan and its cost, run nothing")
+    p.add_argument("--cluster-gpus", type=int,
+                   help="with --dry-run: estimate wall time and GPU-hours on this many GPUs")
+    p.add_argument("--trial-minutes", type=float,
+                   help="with --cluster-gpus: minutes per training at --gpus-per-trial "
+                        "(default: measured from this search's run folder, if any)")
     return p
 
 
@@ -94,6 +99,8 @@ def _make_state_callback(state: SearchState, selection: str, progress: "Progress
             tid = trial.config["trial_config"]["trial"]["trial_id"]
             if "val/ece" in result:
                 self.val_history.setdefault(tid, []).append(result["val/ece"])
+                progress.evaluated(tid, result["epoch"], trial.config["trial_config"]["train"]["epochs"],
+                                   result["val/ece"])
             if trial.checkpoint is not None:
                 state.checkpoints[tid] = trial.checkpoint.path
                 state.save()
@@ -151,6 +158,11 @@ class Progress:
         score_s = "failed" if score is None else f"val ECE {score:.4f}"
         print(f"  [{stage}] {tid}: {score_s} | {self.done}/{self.total} trials | {best_s} | ETA {_fmt_s(eta)}",
               flush=True)
+
+    def evaluated(self, tid: str, epoch: int, epochs: int, val_ece: float) -> None:
+        if epoch < epochs:  # the last evaluation is printed when the trial completes
+            print(f"  [{self.stage_of.get(tid, '?')}] {tid}: epoch {epoch}/{epochs}, val ECE {val_ece:.4f}",
+                  flush=True)
 
     def failed(self, tid: str, why: str) -> None:
         print(f"  [{self.stage_of.get(tid, '?')}] {tid} FAILED: {why}", flush=True)
@@ -435,7 +447,11 @@ def _dry_run(cfg: SearchConfig, args) -> int:
     plan = SearchPlan(cfg.grid, length=length, seed=args.seed, final_seeds=cfg.final_seeds)
     print(f"focus-tune dry run: {args.game} ({args.profile}), L={length}, "
           f"{cfg.train.epochs} epochs per training, grid {cfg.to_dict()['grid']}")
-    print(plan.describe())
+    from .planner import measured_trial_minutes, plan_cost
+
+    minutes = args.trial_minutes or measured_trial_minutes(args.storage / f"{args.game}-{args.profile}-seed{args.seed}")
+    print(plan_cost(plan, cfg, args.cluster_gpus, args.gpus_per_trial, minutes,
+                    cpus_per_trial=args.cpus_per_trial, max_concurrent=args.max_concurrent))
     return 0
 
 

@@ -20,6 +20,7 @@ import tempfile
 import time
 
 import numpy as np
+import ray
 import torch
 from ray import tune
 
@@ -147,6 +148,7 @@ def run_trial(config: dict, data: dict) -> None:
             return
         result["time/train_s"] = time.perf_counter() - t0
         result["epoch"] = epoch
+        result["node_id"] = ray.get_runtime_context().get_node_id()  # where it ran (multi-node checks)
         if epoch % every == 0 or epoch == epochs:
             t0 = time.perf_counter()
             # A fresh generator per evaluation: the estimate does not depend on a resume.
