@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="an existing Ray cluster ('auto' on a cluster head); default: start a local Ray")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")
     p.add_argument("--cpus-per-trial", type=float,
-                   help="CPUs per trial (default: share this machine's CPUs among a batch's trials, or 1 on a cluster)")
+                   help="CPUs per trial, also its torch threads (default 1)")
     p.add_argument("--gpus-per-trial", type=float, default=0.0, help="GPUs per trial; fractions share a GPU")
     p.add_argument("--max-concurrent", type=int, default=0, help="at most this many trials at once (0: no limit)")
     p.add_argument("--seed", type=int, default=0, help="search seed; the finals use seed, seed+1, seed+2")
@@ -183,21 +183,14 @@ def _run_batch(batch: Batch, configs: list[dict] | dict, args, data_ref, state: 
 
     if searcher is None:
         param_space = {"trial_config": tune.grid_search(configs)}
-        n = len(configs)
     else:  # the searcher puts each suggestion's trial_config into the trial's config
         param_space, configs = configs, list(searcher.candidates.values())
-        n = max(1, min(num_samples, len(configs)))
-    cpus = args.cpus_per_trial
-    if cpus is None:
-        import ray
-
-        total = ray.cluster_resources().get("CPU", 1.0)
-        # Local default: every trial of the batch runs at once, sharing the CPUs; the batch
-        # then ends with its longest trial instead of in waves.
-        cpus = 1.0 if args.address else max(0.05, round(total / n, 2))
+    # One CPU (one torch thread) per trial by default: on a laptop, trials beyond the core
+    # count wait their turn, which trains faster than oversubscribing the cores (measured:
+    # 10.5 vs 6.5 CPU-seconds per quick epoch with 5 trials on 2 cores).
+    cpus = args.cpus_per_trial or 1.0
     for c in configs:
-        # Not derived from the batch size: a resumed batch must compute exactly as the original.
-        c["threads"] = max(1, int(args.cpus_per_trial or 1))
+        c["threads"] = max(1, int(cpus))
     resources = {"cpu": cpus, "gpu": args.gpus_per_trial}
     trainable = tune.with_resources(tune.with_parameters(run_trial, data=data_ref), resources)
     tuner = tune.Tuner(
