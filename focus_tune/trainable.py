@@ -106,6 +106,8 @@ def run_trial(config: dict, data: dict) -> None:
     device = _device()
     generator = seed_everything(trial["seed"])
     model = build_model(train, info).to(device)
+    if device.type == "cuda":
+        model = model.to(memory_format=torch.channels_last)  # with channels_last inputs (model.encode)
     optimizer = torch.optim.Adam(model.parameters(), lr=train["lr"])  # no weight decay, as in the paper
     lambdas = torch.tensor(trial["schedule"], dtype=torch.float32)
     common = dict(event=info["event"], n_bins=train["ece_bins"], alpha=train["alpha"])
