@@ -229,7 +229,7 @@ def plan_cost(plan: SearchPlan, cfg, cluster_gpus: int | None = None, gpus_per_t
     slots = resources.slots
     gpus_s = f"{cluster_gpus} GPU{'s' if cluster_gpus != 1 else ''}"
     head = (f"on {gpus_s} at {_fmt_num(gpus_per_trial)} GPU per trial: {slots} trials at once"
-            + (f" (capped by CPUs or --max-concurrent)"
+            + (" (capped by CPUs or --max-concurrent)"
                if slots < math.floor(cluster_gpus / gpus_per_trial + _EPS) else ""))
     if trial_minutes is None:
         lines.append(f"{head}; waves per batch: "

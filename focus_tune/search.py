@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from .config import PROFILES, ConfigError, SearchConfig, load_search_config, space_path
 from .data import GAMES, DataError, ensure_dataset, load_dataset
-from .plan import FAMILIES, Batch, SearchPlan, StageFailed, TrialSpec
+from .plan import Batch, SearchPlan, StageFailed, TrialSpec
 
 STATE_FILE = "search_state.json"
 
@@ -38,8 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", type=Path, help="an imported dataset folder instead of the built-in data")
     p.add_argument("--data-root", type=Path, default=Path("data_cache"),
                    help="where built-in datasets are built and cached (default: ./data_cache)")
-    p.add_argument("--storage", type=Path, default=Path("runs"),
-                   help="Ray Tune storage and run folders; on a multi-node cluster a path every node reaches")
+    p.add_argument("--storage", default="runs",
+                   help="Ray Tune storage: a folder (default runs/), on a multi-node cluster one every node "
+                        "reaches, or a URI such as s3://bucket/prefix (the search state and report then "
+                        "stay in runs/ on the driver's machine)")
     p.add_argument("--address", help="an existing Ray cluster ('auto' on a cluster head); default: start a local Ray")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")
     p.add_argument("--cpus-per-trial", type=float,
@@ -102,11 +103,11 @@ def _make_state_callback(state: SearchState, selection: str, progress: "Progress
                 progress.evaluated(tid, result["epoch"], trial.config["trial_config"]["train"]["epochs"],
                                    result["val/ece"])
             if trial.checkpoint is not None:
-                state.checkpoints[tid] = trial.checkpoint.path
+                state.checkpoints[tid] = _checkpoint_uri(trial.checkpoint)
                 state.save()
 
         def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-            state.checkpoints[trial.config["trial_config"]["trial"]["trial_id"]] = checkpoint.path
+            state.checkpoints[trial.config["trial_config"]["trial"]["trial_id"]] = _checkpoint_uri(checkpoint)
             state.save()
 
         def on_trial_complete(self, iteration, trials, trial, **info):
@@ -168,6 +169,29 @@ class Progress:
         print(f"  [{self.stage_of.get(tid, '?')}] {tid} FAILED: {why}", flush=True)
 
 
+def _is_uri(storage: str) -> bool:
+    return "://" in storage
+
+
+def _run_dir(args) -> Path:
+    """Where the search state and the report live: under --storage, or runs/ for a URI storage."""
+    base = Path("runs") if _is_uri(args.storage) else Path(args.storage)
+    return base / f"{args.game}-{args.profile}-seed{args.seed}"
+
+
+def _tune_storage(storage: str, run_dir: Path) -> str:
+    """Ray Tune's storage_path for this search: the run folder, or the same name under a URI."""
+    if _is_uri(storage):
+        return f"{storage.rstrip('/')}/{run_dir.name}"
+    return str(run_dir.resolve())
+
+
+def _checkpoint_uri(checkpoint) -> str:
+    """A checkpoint's location that tune.Checkpoint(...) reopens: a path, or a URI off the local disk."""
+    kind = checkpoint.filesystem.type_name
+    return checkpoint.path if kind == "local" else f"{kind}://{checkpoint.path}"
+
+
 def _fmt_s(s: float) -> str:
     return f"{int(s // 60)}m{int(s % 60):02d}s"
 
@@ -205,7 +229,7 @@ def _run_batch(batch: Batch, configs: list[dict] | dict, args, data_ref, state: 
         ),
         run_config=tune.RunConfig(
             name=name,
-            storage_path=str(run_dir.resolve()) if "://" not in str(run_dir) else str(run_dir),
+            storage_path=_tune_storage(args.storage, run_dir),
             callbacks=[MLflowTrialCallback(tracker), _make_state_callback(state, selection, progress)],
             failure_config=tune.FailureConfig(max_failures=args.max_retries),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
@@ -261,7 +285,7 @@ def run(args) -> int:
           f"{m.splits['train']}/{m.splits['val']}/{m.splits['test']} items, L={m.length}, "
           f"{m.num_classes} classes, images {tuple(m.image_shape)}", flush=True)
 
-    run_dir = args.storage / f"{args.game}-{args.profile}-seed{args.seed}"
+    run_dir = _run_dir(args)
     run_dir.mkdir(parents=True, exist_ok=True)
     state_path = run_dir / STATE_FILE
     fingerprint = {"config": cfg.to_dict(), "data": str(Path(data_path).resolve()),
@@ -299,8 +323,9 @@ def run(args) -> int:
 
     plan = SearchPlan(cfg.grid, length=m.length, seed=args.seed, final_seeds=cfg.final_seeds,
                       joint_search=args.joint_search)
-    total = plan.stats(plan.dry_run(state.results)).trainings + plan.stats(plan.dry_run(state.results)).evaluations
-    progress = Progress(total, done=sum(1 for _ in state.results))
+    expected = plan.stats(plan.dry_run(state.results))  # the grid's count, an estimate with Optuna
+    progress = Progress(expected.trainings + expected.evaluations,
+                        done=sum(1 for tid in state.results if not tid.startswith("joint-optuna-done")))
 
     ray.init(address=args.address, include_dashboard=False, log_to_driver=False,
              configure_logging=True, logging_level="ERROR")
@@ -308,9 +333,7 @@ def run(args) -> int:
         data_ref = _data_for_trials(dataset)
         data_info = {"num_classes": m.num_classes, "event": m.event_class,
                      "condition_class": m.condition_class, "in_channels": m.image_shape[0]}
-        n = 0
         while batch := plan.next_batch(state.results):
-            n += 1
             if batch.joint_space is not None:
                 _run_optuna_joint(batch, cfg, args, data_ref, data_info, state, tracker, progress, run_dir)
                 continue
@@ -442,7 +465,7 @@ def _dry_run(cfg: SearchConfig, args) -> int:
           f"{cfg.train.epochs} epochs per training, grid {cfg.to_dict()['grid']}")
     from .planner import measured_trial_minutes, plan_cost
 
-    minutes = args.trial_minutes or measured_trial_minutes(args.storage / f"{args.game}-{args.profile}-seed{args.seed}")
+    minutes = args.trial_minutes or measured_trial_minutes(_run_dir(args))
     print(plan_cost(plan, cfg, args.cluster_gpus, args.gpus_per_trial, minutes,
                     cpus_per_trial=args.cpus_per_trial, max_concurrent=args.max_concurrent))
     return 0

@@ -4,7 +4,7 @@ import torch
 
 from focus_tune.montecarlo import conditional_probs, interval, marginal_probs, time_to_event
 
-from chain import P, draw_chain, exact_marginals
+from chain import draw_chain, exact_marginals
 
 
 def test_marginals_of_a_known_chain_within_four_standard_errors():

@@ -12,9 +12,7 @@ also when a test fails.
 
 import importlib.util
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile

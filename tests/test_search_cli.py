@@ -1,0 +1,55 @@
+"""The search CLI's edges, without starting Ray: arguments, errors, storage locations."""
+
+import types
+from pathlib import Path
+
+import pytest
+
+from focus_tune import search
+
+
+def test_unknown_game_lists_the_choices(capsys):
+    with pytest.raises(SystemExit):
+        search.build_parser().parse_args(["--game", "pong"])
+    assert "facemed" in capsys.readouterr().err
+
+
+def test_malformed_space_names_file_and_field(tmp_path, capsys):
+    bad = tmp_path / "mine.yaml"
+    bad.write_text(Path(search.space_path("hero")).read_text().replace("k1: 3", "k1: 0", 1))
+    assert search.main(["--game", "hero", "--space", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "grid.k1" in err
+
+
+def test_dry_run_prints_every_batch_without_ray(capsys):
+    assert search.main(["--game", "hero", "--profile", "quick", "--dry-run", "--cluster-gpus", "2",
+                        "--trial-minutes", "3"]) == 0
+    out = capsys.readouterr().out
+    for stage in ("stage1", "stage2", "stage3", "joint", "final time-dependent"):
+        assert stage in out
+    assert "19 trainings + 3 test evaluations in 5 batches" in out
+
+
+def test_existing_search_needs_resume(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    args = ["--game", "facemed", "--profile", "smoke", "--data-root", str(data), "--storage", str(tmp_path / "r")]
+    run = tmp_path / "r" / "facemed-smoke-seed0"
+    run.mkdir(parents=True)
+    (run / search.STATE_FILE).write_text("{}")
+    assert search.main(args) == 2
+    assert "pass --resume" in capsys.readouterr().err
+
+
+def test_uri_storage_keeps_state_local_and_checkpoints_as_uris():
+    args = types.SimpleNamespace(storage="s3://bucket/focus", game="hero", profile="paper", seed=1)
+    run_dir = search._run_dir(args)
+    assert run_dir == Path("runs") / "hero-paper-seed1"
+    assert search._tune_storage(args.storage, run_dir) == "s3://bucket/focus/hero-paper-seed1"
+    local = types.SimpleNamespace(storage="/mnt/focus/runs", game="hero", profile="paper", seed=1)
+    assert search._run_dir(local) == Path("/mnt/focus/runs/hero-paper-seed1")
+    s3 = types.SimpleNamespace(path="bucket/focus/x/checkpoint_000001", filesystem=types.SimpleNamespace(type_name="s3"))
+    assert search._checkpoint_uri(s3) == "s3://bucket/focus/x/checkpoint_000001"
+    disk = types.SimpleNamespace(path="/tmp/x/checkpoint_000001", filesystem=types.SimpleNamespace(type_name="local"))
+    assert search._checkpoint_uri(disk) == "/tmp/x/checkpoint_000001"
