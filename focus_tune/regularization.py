@@ -148,7 +148,6 @@ def regularized_loss(
         raise ValueError("lambdas must be >= 0")
     lambdas = lambdas.to(device=logits.device, dtype=torch.float32)
     logits32 = logits.float()  # the loss in fp32 even under autocast
-    ce = F.cross_entropy(logits32.reshape(B * L, c), targets.reshape(B * L), reduction="none")
-    norms = torch.linalg.vector_norm(logits32, ord=2, dim=-1).reshape(B * L)  # ||z_i||_2
-    per_entry = (ce + norms * lambdas.repeat(B)).reshape(B, L)
-    return per_entry.sum(dim=1).mean()
+    ce = F.cross_entropy(logits32.reshape(B * L, c), targets.reshape(B * L), reduction="none").view(B, L)
+    norms = torch.linalg.vector_norm(logits32, ord=2, dim=-1)  # (B, L): ||z_i||_2
+    return (ce + norms * lambdas).sum(dim=1).mean()
