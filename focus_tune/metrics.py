@@ -13,7 +13,10 @@ entries to give the sequence-level numbers. Choices the paper leaves open:
   entry (others have no AUC), averaged over those classes. An entry where no class
   qualifies has AUC NaN and is left out of the sequence average. Ties count 1/2
   (identical to scikit-learn's ``roc_auc_score``).
-* Brier: mean over *all* c classes of the mean squared error between p(a) and 1[y = a].
+* Brier: per item, the squared error between p and the one-hot label *summed* over the c
+  classes (the paper's tables are on this scale, in [0, 2]), averaged over items.
+* RMSE to the truth (where the data has exact marginals): per entry, the root mean squared
+  error over items and classes, then averaged over entries (like every sequence-level value).
 * CE: -log max(p(true class), ce_eps), with ``ce_eps = 1e-3`` by default: a Monte Carlo
   frequency can be exactly 0, and -log 0 is infinite.
 """
@@ -138,7 +141,7 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) ->
 
     p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]  # (N, L)
     # sum_a (p_a - 1[y = a])^2 = sum_a p_a^2 - 2 p_y + 1, without a [N, L, c] one-hot.
-    brier_i = (np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1).mean(axis=0) / c
+    brier_i = (np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1).mean(axis=0)  # summed over classes
     ce_i = -np.log(np.maximum(p_true, ce_eps)).mean(axis=0)
 
     per_entry = {"ece": ece_i, "auc": auc_i, "brier": brier_i, "ce": ce_i}
@@ -165,12 +168,20 @@ def interval_metrics(lo, hi, point, true_times) -> dict[str, float]:
     }
 
 
-def rmse_to_truth(probs, exact) -> float:
-    """Root mean squared error between estimated and exact probabilities (App. D.1).
+def rmse_per_entry(probs, exact) -> np.ndarray:
+    """Entry-level RMSE to the exact probabilities: [N, L, c] x [N, L, c] -> [L].
 
-    probs, exact: the same shape, e.g. [N, L, c]; the mean runs over every element.
+    rmse_i = sqrt(mean over items n and classes a of (p[n, i, a] - exact[n, i, a])^2).
     """
     probs, exact = np.asarray(probs, dtype=np.float64), np.asarray(exact, dtype=np.float64)
     if probs.shape != exact.shape:
         raise ValueError(f"probs {probs.shape} and exact {exact.shape} differ in shape")
-    return float(np.sqrt(np.mean((probs - exact) ** 2)))
+    if probs.ndim != 3:
+        raise ValueError(f"probs must be [N, L, c], got shape {probs.shape}")
+    return np.sqrt(np.mean((probs - exact) ** 2, axis=(0, 2)))
+
+
+def rmse_to_truth(probs, exact) -> float:
+    """Sequence-level RMSE to the exact probabilities (App. D.1): the mean over entries of
+    :func:`rmse_per_entry` (the RMSE is taken per entry, then averaged, not pooled)."""
+    return float(rmse_per_entry(probs, exact).mean())

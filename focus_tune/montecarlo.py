@@ -60,15 +60,18 @@ def conditional_probs(samples, num_classes: int, j: int, b: int) -> tuple[np.nda
 
 
 def time_to_event(samples, event: int) -> np.ndarray:
-    """T = the number of entries before the first entry equal to ``event``; L if none.
+    """T = min{i : y_i = event}, counted from 1 (the paper's convention); T = L if none.
 
-    [N, M, L] -> [N, M] int64 (FaceMed: years survived; games: actions before scoring).
+    An event at the first entry is T = 1. A sequence without the event within its L entries
+    is censored at T = L, the same value as an event at the last entry (the paper is silent
+    on censoring; docs/DESIGN.md records the choice).
+    [N, M, L] -> [N, M] int64 (FaceMed: the year of death; games: the entry where the player scores).
     """
     s = _as_tensor(samples)
     L = s.shape[-1]
     hit = s == event
-    # argmax returns the first True; rows with no True get L.
-    first = hit.to(torch.uint8).argmax(dim=-1)
+    # argmax returns the first True (0-based); rows with no True get L.
+    first = hit.to(torch.uint8).argmax(dim=-1) + 1
     return torch.where(hit.any(dim=-1), first, torch.full_like(first, L)).numpy().astype(np.int64)
 
 

@@ -76,7 +76,7 @@ def naive_sequence_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int = 
         per["ece"][i] = naive_ece(p, y, n_bins)
         aucs = [roc_auc_score(y == a, p[:, a]) for a in range(c) if 0 < (y == a).sum() < N]
         per["auc"][i] = np.mean(aucs) if aucs else np.nan
-        per["brier"][i] = np.mean([brier_score_loss(y == a, p[:, a]) for a in range(c)])
+        per["brier"][i] = np.sum([brier_score_loss(y == a, p[:, a]) for a in range(c)])  # summed over classes
         per["ce"][i] = -np.mean(np.log(np.maximum(p[np.arange(N), y], ce_eps)))
     return {
         "ece": per["ece"].mean(), "auc": np.nanmean(per["auc"]), "brier": per["brier"].mean(),

@@ -70,7 +70,7 @@ def test_sequence_metrics_equal_sklearn_per_entry():
             assert out["per_entry"]["auc"][i] == pytest.approx(np.mean(aucs), abs=1e-9)
         else:
             assert np.isnan(out["per_entry"]["auc"][i])
-        bs = np.mean([brier_score_loss(y[:, i] == a, p[:, i, a]) for a in range(c)])
+        bs = np.sum([brier_score_loss(y[:, i] == a, p[:, i, a]) for a in range(c)])  # summed over classes
         assert out["per_entry"]["brier"][i] == pytest.approx(bs, abs=1e-9)
         ce = log_loss(y[:, i], p[:, i], labels=np.arange(c))
         assert out["per_entry"]["ce"][i] == pytest.approx(ce, abs=1e-9)
@@ -110,9 +110,11 @@ def test_interval_metrics_by_hand():
 
 
 def test_rmse_to_truth_and_shape_errors():
-    assert rmse_to_truth(np.array([0.5, 0.5]), np.array([0.2, 0.8])) == pytest.approx(0.3)
+    assert rmse_to_truth(np.array([[[0.5, 0.5]]]), np.array([[[0.2, 0.8]]])) == pytest.approx(0.3)
     with pytest.raises(ValueError, match="shape"):
-        rmse_to_truth(np.zeros(3), np.zeros(4))
+        rmse_to_truth(np.zeros((1, 1, 3)), np.zeros((1, 1, 4)))
+    with pytest.raises(ValueError, match=r"\[N, L, c\]"):
+        rmse_to_truth(np.zeros(3), np.zeros(3))
     with pytest.raises(ValueError, match="match"):
         sequence_metrics(np.zeros((2, 3, 4)), np.zeros((2, 4), dtype=int))
     with pytest.raises(ValueError, match="NaN"):

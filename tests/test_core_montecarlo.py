@@ -50,7 +50,7 @@ def test_conditional_is_nan_where_nothing_meets_the_condition():
 def test_time_to_event_and_interval():
     s = np.array([[[0, 0, 2, 2], [2, 2, 2, 2], [0, 1, 1, 0]]])
     t = time_to_event(s, event=2)
-    np.testing.assert_array_equal(t, [[2, 0, 4]])  # never -> L
+    np.testing.assert_array_equal(t, [[3, 1, 4]])  # counted from 1; never -> L
     rng = np.random.default_rng(2)
     times = rng.integers(0, 100, (50, 1000))
     lo, hi = interval(times, 0.9)
@@ -61,11 +61,13 @@ def test_time_to_event_and_interval():
 
 
 def test_time_to_event_of_the_chain_matches_its_law():
-    # P(T > t) for the absorbing chain: the mass not yet in class 2 at entry t+1.
+    # P(T > k) for the absorbing chain (T counted from 1): the mass not yet in class 2 at
+    # entry k; T = L also holds the sequences censored at L, so k stops at L - 1.
     rng = np.random.default_rng(3)
     M, L = 20000, 12
     t = time_to_event(draw_chain(1, M, L, rng), event=2)[0]
     survive = 1 - exact_marginals(L)[:, 2]
-    for k in range(L):
-        emp = (t > k).mean()
+    assert t.min() >= 1 and t.max() <= L
+    for k in range(L - 1):
+        emp = (t > k + 1).mean()
         assert abs(emp - survive[k]) <= 4 * np.sqrt(survive[k] * (1 - survive[k]) / M) + 1e-9

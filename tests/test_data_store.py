@@ -43,7 +43,8 @@ def write_small(out: Path, seed: int = 0, with_marginals: bool = True) -> dict:
 
 def test_time_to_event_convention():
     sequences = np.array([[0, 1, 3, 3], [3, 3, 3, 3], [0, 1, 2, 0], [1, 3, 0, 3]])
-    assert time_to_event(sequences, 3).tolist() == [2, 0, 4, 1]
+    # T = min{i : Y_i = 3}, counted from 1; L = 4 when 3 never occurs.
+    assert time_to_event(sequences, 3).tolist() == [3, 1, 4, 2]
 
 
 def test_round_trip(tmp_path):

@@ -5,7 +5,7 @@ Every split has the columns
 
     image            fixed_size_binary(C*H*W)   uint8 pixels, C-major ([C, H, W] row-major)
     sequence         fixed_size_list<int8>[L]   class ids, padded with the event class
-    time_to_event    int32                      entries before the first event entry (L if none)
+    time_to_event    int32                      T = min{i : Y_i = event}, 1-based (L if none)
     exact_marginals  fixed_size_list<float32>[L*c]  P(Y_i = a | x), row-major [L, c]; only
                                                 when the generator knows the truth
 and optional 1-D numeric extra columns (e.g. `age`, `episode`); the schema metadata key
@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: time_to_event counted from 1 (1 counted the entries before the event)
 REQUIRED_COLUMNS = ("image", "sequence", "time_to_event")
 IMAGE_SHAPE_KEY = "focus_tune.image_shape"  # Parquet schema metadata: [C, H, W] as JSON
 
@@ -45,12 +45,12 @@ class DataError(ValueError):
 
 
 def time_to_event(sequences: np.ndarray, event_class: int) -> np.ndarray:
-    """Entries before the first entry equal to `event_class`; L when it never occurs.
+    """T = min{i : Y_i = event_class}, counted from 1; L when the event never occurs.
 
-    sequences: int [N, L] -> int64 [N].
+    The same convention as `focus_tune.montecarlo.time_to_event`. sequences: int [N, L] -> int64 [N].
     """
     hit = np.asarray(sequences) == event_class
-    return np.where(hit.any(axis=1), hit.argmax(axis=1), hit.shape[1]).astype(np.int64)
+    return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, hit.shape[1]).astype(np.int64)
 
 
 @dataclass(frozen=True)
