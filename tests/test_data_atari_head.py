@@ -212,3 +212,59 @@ def test_cli_import_and_info(fixture, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["import-atari-head", str(folder), "--game", "pong", "--out", str(tmp_path / "x")])
     assert "invalid choice: 'pong' (choose from 'hero'" in capsys.readouterr().err
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height pixels (a decompression bomb's calling card)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def _replace_member(archive: Path, member: str, data: bytes, before: tuple[str, bytes] | None = None) -> None:
+    with tarfile.open(archive, "r:bz2") as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+    with tarfile.open(archive, "w:bz2") as tar:
+        if before:
+            info = tarfile.TarInfo(before[0])
+            info.size = len(before[1])
+            tar.addfile(info, io.BytesIO(before[1]))
+        for m, payload in members:
+            payload = data if m.name.endswith(member) else payload
+            m.size = len(payload)
+            tar.addfile(m, io.BytesIO(payload))
+
+
+def test_decompression_bombs_are_skipped_and_counted(tmp_path, monkeypatch):
+    import focus_tune.data.atari_head as atari_head
+
+    folder = tmp_path / "game"
+    folder.mkdir()
+    rng = np.random.default_rng(3)
+    names = [write_trial(folder, t, make_rows(rng, 30)) for t in range(1, 5)]
+    # An image claiming 30000 x 30000 pixels: not decoded, counted.
+    _replace_member(folder / f"{names[0]}.tar.bz2", "_1.png", _png_claiming(30000, 30000))
+    # A zero-filled member bigger than the cap before every frame: the archive is cut there.
+    monkeypatch.setattr(atari_head, "MAX_MEMBER_BYTES", 1 << 20)
+    _replace_member(folder / f"{names[1]}.tar.bz2", "no-such-member", b"",
+                    before=(f"{names[1]}/pad.bin", bytes(2 << 20)))
+    out = import_atari_head(folder, "hero", tmp_path / "ds", length=L, sampling_freq=FREQ, image_size=(8, 8))
+    counts = load_dataset(out).manifest.details["counts"]
+    assert counts["frames_too_large"] == 1 and counts["archives_cut_oversized"] == 1
+    assert counts["frames_imported"] > 0
+
+
+@pytest.mark.parametrize("flag, value", [("--length", "0"), ("--freq", "0"), ("--stride", "-1"),
+                                         ("--seed", "-1"), ("--length", "9" * 300)])
+def test_cli_rejects_zero_and_negative_sizes(tmp_path, flag, value, capsys):
+    argv = ["import-atari-head", str(tmp_path), "--game", "hero", "--out", str(tmp_path / "x"), flag, value]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"argument {flag}: expected an integer" in err
+    assert len(err.splitlines()) == 1 and len(err) < 400

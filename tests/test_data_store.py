@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -159,9 +160,93 @@ def test_replaces_a_dataset_but_not_other_folders(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    with pytest.raises(DataError, match="is not a dataset folder"):
+    with pytest.raises(DataError, match=r"holds files that are not a focus_tune dataset \('notes.txt'\)"):
         write_small(tmp_path / "mine")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("extra", [
+    {"manifest.json": '{"anything": 1}', "thesis.tex": "years of work"},  # a manifest.json of someone else
+    {"manifest.json": "not json", "thesis.tex": "years of work"},
+    {"thesis.tex": "years of work"},
+])
+def test_never_replaces_a_folder_it_did_not_write(tmp_path, extra):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for name, text in extra.items():
+        (folder / name).write_text(text)
+    with pytest.raises(DataError, match="not a focus_tune dataset.*nothing was changed"):
+        write_small(folder)
+    assert {p.name: p.read_text() for p in folder.iterdir()} == extra
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], "no temporary folder left"
+
+
+def test_a_dataset_with_a_foreign_file_added_is_not_replaced(tmp_path):
+    write_small(tmp_path / "ds")
+    (tmp_path / "ds" / "notes.txt").write_text("mine")
+    with pytest.raises(DataError, match="notes.txt"):
+        write_small(tmp_path / "ds", seed=1)
+    assert (tmp_path / "ds" / "notes.txt").read_text() == "mine"
+    load_dataset(tmp_path / "ds")  # the old dataset is intact
+
+
+def test_symlinked_output_is_refused(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(DataError, match="symbolic link"):
+        write_small(tmp_path / "link")
+    assert list(target.iterdir()) == [] and (tmp_path / "link").is_symlink()
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m["files"].update({"train.parquet": 12345}), "field 'files' must be an object of file name -> SHA-256"),
+    (lambda m: m.pop("stats"), "missing field(s) stats"),
+    (lambda m: m["stats"].pop("val"), "field 'stats' must be an object with one entry per split"),
+    (lambda m: m.update(length="7" * 300), "field 'length' must be an integer, got '77777"),
+    (lambda m: m.update(image_shape=[3, 4, "x"]), "field 'image_shape' must be a list of 3 integers"),
+    (lambda m: m.update(has_exact_marginals="yes"), "field 'has_exact_marginals' must be true or false"),
+    (lambda m: m.update(class_names=["a"] * 300), "class_names must be a list of 1 to 127 strings"),
+])
+def test_manifest_fields_of_the_wrong_type_name_the_field(tmp_path, edit, message):
+    write_small(tmp_path / "ds")
+    file = tmp_path / "ds" / "manifest.json"
+    raw = json.loads(file.read_text())
+    edit(raw)
+    file.write_text(json.dumps(raw))
+    with pytest.raises(DataError) as err:
+        load_dataset(tmp_path / "ds")
+    text = str(err.value)
+    assert str(file) in text and message in text and len(text) < 400 and "\n" not in text
+
+
+def _rewrite_marginals(folder: Path, change) -> None:
+    """Rewrite test.parquet with altered exact marginals and a manifest hash that matches."""
+    file = folder / "test.parquet"
+    table = pq.read_table(file)
+    marginals = np.array(table.column("exact_marginals").to_pylist(), dtype=np.float32)
+    change(marginals)
+    import pyarrow as pa
+
+    column = pa.FixedSizeListArray.from_arrays(pa.array(marginals.ravel()), marginals.shape[1])
+    table = table.set_column(table.schema.get_field_index("exact_marginals"), "exact_marginals", column)
+    pq.write_table(table, file)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"]["test.parquet"] = sha256_file(file)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.__setitem__((0, 0), np.nan), "NaN or infinite"),
+    (lambda m: m.__setitem__((1, slice(0, 2)), [-0.5, 1.5]), "outside [0, 1]"),
+    (lambda m: m.__setitem__((1, slice(None)), m[1] * 0.5), "do not sum to 1"),
+])
+def test_exact_marginals_must_be_probabilities(tmp_path, change, message):
+    write_small(tmp_path / "ds")
+    _rewrite_marginals(tmp_path / "ds", change)
+    ds = load_dataset(tmp_path / "ds")  # the manifest and hashes agree: only the values are wrong
+    with pytest.raises(DataError, match=re.escape(message)):
+        ds.test
 
 
 def _ensure_and_log_builds(root: str, barrier) -> None:

@@ -12,19 +12,20 @@ import sys
 import time
 from pathlib import Path
 
+from ..cli import OneLineParser, non_negative_int, positive_int
 from . import ATARI_GAMES, GAMES, PROFILES, DataError, build_dataset, dataset_dir, load_dataset
 from .store import SPLITS, Manifest
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m focus_tune.data", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m focus_tune.data", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     build = commands.add_parser("build", help="build a default offline dataset (FaceMed or an Atari game)")
     build.add_argument("--game", required=True, choices=GAMES)
     build.add_argument("--profile", default="quick", choices=PROFILES)
     build.add_argument("--out", type=Path, help="dataset folder (default: data/GAME-PROFILE-seedSEED)")
-    build.add_argument("--seed", type=int, default=0)
+    build.add_argument("--seed", type=non_negative_int, default=0)
 
     head = commands.add_parser("import-atari-head", help="convert one game of Atari-HEAD")
     head.add_argument("path", type=Path, help="the game's folder of *.txt and *.tar.bz2 trial files")
@@ -32,20 +33,21 @@ def get_parser() -> argparse.ArgumentParser:
     head.add_argument("--out", type=Path, required=True)
     head.add_argument("--profile", default="paper", choices=PROFILES,
                       help="take the image shape, padded length and sampling freq from this profile")
-    head.add_argument("--length", type=int, help="padded length L (default: the profile's)")
-    head.add_argument("--freq", type=int, help="frames per entry (default: the profile's)")
-    head.add_argument("--image-size", type=int, nargs=2, metavar=("H", "W"), help="(default: the profile's)")
-    head.add_argument("--stride", type=int, default=1, help="use every STRIDE-th frame as an input")
-    head.add_argument("--seed", type=int, default=0, help="seed of the split by trial")
+    head.add_argument("--length", type=positive_int, help="padded length L (default: the profile's)")
+    head.add_argument("--freq", type=positive_int, help="frames per entry (default: the profile's)")
+    head.add_argument("--image-size", type=positive_int, nargs=2, metavar=("H", "W"), help="(default: the profile's)")
+    head.add_argument("--stride", type=positive_int, default=1, help="use every STRIDE-th frame as an input")
+    head.add_argument("--seed", type=non_negative_int, default=0, help="seed of the split by trial")
 
     utk = commands.add_parser("import-utkface", help="build FaceMed from a UTKFace folder")
     utk.add_argument("path", type=Path)
     utk.add_argument("--out", type=Path, required=True)
-    utk.add_argument("--image-size", type=int, default=None, help="square side in pixels (default: paper profile)")
-    utk.add_argument("--length", type=int, default=None, help="padded length L in years (default: 100)")
-    utk.add_argument("--seed", type=int, default=0)
+    utk.add_argument("--image-size", type=positive_int, default=None,
+                     help="square side in pixels (default: paper profile)")
+    utk.add_argument("--length", type=positive_int, default=None, help="padded length L in years (default: 100)")
+    utk.add_argument("--seed", type=non_negative_int, default=0)
 
-    info = commands.add_parser("info", help="verify a dataset folder and summarise it")
+    info = commands.add_parser("info", help="verify a dataset folder (files and contents) and summarise it")
     info.add_argument("path", type=Path)
     return parser
 
@@ -81,6 +83,20 @@ def describe(manifest: Manifest) -> str:
     return "\n".join(lines)
 
 
+def verified(path) -> "Dataset":
+    """load_dataset, then decode every split so that its contents are checked too (class ids,
+    time to event, exact marginals are probabilities)."""
+    dataset = load_dataset(path)
+    for split in SPLITS:
+        dataset.split(split)
+    return dataset
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
 def main(argv: list[str] | None = None) -> int:
     args = get_parser().parse_args(argv)
     start = time.perf_counter()
@@ -100,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             path = import_utkface(args.path, args.out, image_size=args.image_size, length=args.length,
                                   seed=args.seed)
         else:
-            print(describe(load_dataset(args.path).manifest))
+            print(describe(verified(args.path).manifest))
             return 0
-    except (DataError, ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (DataError, ValueError, OSError) as err:
+        print(f"error: {_one_line(err)}", file=sys.stderr)
         return 2
     print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
     print(describe(load_dataset(path).manifest))

@@ -145,25 +145,45 @@ def segment(labels: TrialLabels, length: int, freq: int, stride: int = 1) -> tup
     return starts[keep], sequences, dropped
 
 
-def read_frames(archive: Path, wanted: set[str], height: int, width: int) -> tuple[dict[str, np.ndarray], int]:
+MAX_MEMBER_BYTES = 16 << 20  # an Atari-HEAD frame is a ~20 KB PNG
+MAX_ARCHIVE_RATIO = 64  # decompressed bytes read per compressed byte (PNG frames barely compress)
+MAX_ARCHIVE_SLACK = 256 << 20
+
+
+def read_frames(archive: Path, wanted: set[str], height: int, width: int,
+                skipped: Counter | None = None) -> tuple[dict[str, np.ndarray], int]:
     """Decode the wanted `<frame_id>.png` members of a trial archive, resized to [3, height, width].
 
     Returns {frame_id: image} and the number of wanted members that could not be decoded.
+    The archive is streamed, never extracted. Bombs are skipped and counted in ``skipped``:
+    a member over MAX_MEMBER_BYTES, or more decompressed data than MAX_ARCHIVE_RATIO times
+    the archive's size (plus MAX_ARCHIVE_SLACK), ends the reading of that archive (a stream
+    cannot skip a member without decompressing it: ``archives_cut_oversized``); an image
+    whose header claims more than ``images.MAX_PIXELS`` pixels is not decoded
+    (``frames_too_large``).
     """
-    frames, unreadable = {}, 0
+    skipped = Counter() if skipped is None else skipped
+    frames, unreadable, images = {}, 0, Counter()
+    budget = archive.stat().st_size * MAX_ARCHIVE_RATIO + MAX_ARCHIVE_SLACK
     try:
         with tarfile.open(archive, "r|bz2") as tar:
             for member in tar:
+                budget -= member.size
+                if member.size > MAX_MEMBER_BYTES or budget < 0:
+                    skipped["archives_cut_oversized"] += 1
+                    break
                 name = os.path.basename(member.name)
                 if not member.isfile() or not name.endswith(".png") or name[:-4] not in wanted:
                     continue
-                image = load_rgb_resized(tar.extractfile(member).read(), height, width)
+                image = load_rgb_resized(tar.extractfile(member).read(), height, width, skipped=images)
                 if image is None:
                     unreadable += 1
                 else:
                     frames[name[:-4]] = image
     except (tarfile.TarError, EOFError, OSError) as err:
         raise DataError(f"{archive}: unreadable tar.bz2 archive ({err})") from err
+    if images["too_large"]:
+        skipped["frames_too_large"] += images["too_large"]
     return frames, unreadable
 
 
@@ -218,10 +238,15 @@ def import_atari_head(folder: str | os.PathLike, game: str, out_dir: str | os.Pa
     if game not in ATARI_GAMES:
         raise ValueError(f"unknown Atari game {game!r}; choose one of {', '.join(ATARI_GAMES)}")
     base = get_spec(game, profile)
-    spec = replace(base, length=length or base.length, sampling_freq=sampling_freq or base.sampling_freq,
-                   image_shape=(3, *image_size) if image_size else base.image_shape)
+    spec = replace(base, length=base.length if length is None else length,
+                   sampling_freq=base.sampling_freq if sampling_freq is None else sampling_freq,
+                   image_shape=(3, *image_size) if image_size is not None else base.image_shape)
     if min(spec.length, spec.sampling_freq, stride, *spec.image_shape) < 1:
-        raise ValueError(f"length, sampling freq, stride and image size must be positive, got {spec}, stride {stride}")
+        raise ValueError(f"length, sampling freq, stride and image size must be positive, got length {spec.length}, "
+                         f"freq {spec.sampling_freq}, stride {stride}, image {list(spec.image_shape[1:])}")
+    if max(spec.image_shape[1:]) > 4096 or spec.length > 100_000:
+        raise ValueError(f"image size {list(spec.image_shape[1:])} or length {spec.length} is too large "
+                         "(at most 4096 pixels a side and 100000 entries)")
     folder = Path(folder)
     label_files = sorted(folder.glob("*.txt"))
     if not label_files:
@@ -268,7 +293,7 @@ def import_atari_head(folder: str | os.PathLike, game: str, out_dir: str | os.Pa
                     counts["frames_missing_from_archive"] += len(starts)
                     continue
                 wanted = {labels.frame_ids[j] for j in starts}
-                frames, unreadable = read_frames(archive, wanted, height, width)
+                frames, unreadable = read_frames(archive, wanted, height, width, skipped=counts)
                 counts["frames_unreadable"] += unreadable
                 found = np.array([labels.frame_ids[j] in frames for j in starts], dtype=bool)
                 counts["frames_missing_from_archive"] += int((~found).sum()) - unreadable

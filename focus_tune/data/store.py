@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -33,11 +35,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..atomic import fsync_path, short, write_atomic
+
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 2  # 2: time_to_event counted from 1 (1 counted the entries before the event)
 REQUIRED_COLUMNS = ("image", "sequence", "time_to_event")
 IMAGE_SHAPE_KEY = "focus_tune.image_shape"  # Parquet schema metadata: [C, H, W] as JSON
+MAX_MANIFEST_BYTES = 16 << 20  # an Atari-HEAD manifest lists its trials: kilobytes, not megabytes
+SPLIT_FILES = tuple(f"{s}.parquet" for s in SPLITS)
 
 
 class DataError(ValueError):
@@ -111,37 +117,87 @@ class Manifest:
                 "rebuild or re-import the dataset with this version of focus_tune"
             )
         names = set(cls.__dataclass_fields__)
-        missing = sorted(n for n in names if n not in raw and n not in ("stats", "details"))
+        missing = sorted(n for n in names if n not in raw and n != "details")
         if missing:
             raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
+        _check_field_types(raw, where)
         kwargs = {k: raw[k] for k in names if k in raw}
-        try:
-            kwargs["image_shape"] = tuple(int(v) for v in raw["image_shape"])
-        except (TypeError, ValueError):
-            raise DataError(f"{where}: image_shape {raw['image_shape']!r} is not a list of 3 integers") from None
+        kwargs["image_shape"] = tuple(raw["image_shape"])
         manifest = cls(**kwargs)
         _check_manifest(manifest, raw, where)
         return manifest
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_field_types(raw: dict[str, Any], where: str) -> None:
+    """Each manifest field has the JSON type the code reads; one line naming the field if not."""
+    def bad(name: str, expected: str) -> DataError:
+        return DataError(f"{where}: field {name!r} must be {expected}, got {short(raw[name])}")
+
+    for name in ("name", "source", "game", "generator", "generator_version"):
+        if not isinstance(raw[name], str):
+            raise bad(name, "a string")
+    if raw["profile"] is not None and not isinstance(raw["profile"], str):
+        raise bad("profile", "a string or null")
+    for name in ("length", "sampling_freq", "seed", "event_class", "condition_class"):
+        if not _is_int(raw[name]):
+            raise bad(name, "an integer")
+    if raw["length"] < 1 or raw["sampling_freq"] < 1:
+        raise DataError(f"{where}: length and sampling_freq must be >= 1, got {short(raw['length'])} "
+                        f"and {short(raw['sampling_freq'])}")
+    if not isinstance(raw["has_exact_marginals"], bool):
+        raise bad("has_exact_marginals", "true or false")
+    shape = raw["image_shape"]
+    if not (isinstance(shape, list) and len(shape) == 3 and all(_is_int(v) and 1 <= v <= 65535 for v in shape)):
+        raise bad("image_shape", "a list of 3 integers [C, H, W] in 1..65535")
+    files = raw["files"]
+    if not isinstance(files, dict) or not all(isinstance(v, str) and _SHA256.fullmatch(v) for v in files.values()):
+        raise bad("files", "an object of file name -> SHA-256 (64 lowercase hex digits)")
+    if not isinstance(raw["splits"], dict):
+        raise bad("splits", "an object of split -> number of items")
+    if "details" in raw and not isinstance(raw["details"], dict):
+        raise bad("details", "an object")
+    stats = raw["stats"]
+    if not isinstance(stats, dict) or set(stats) != set(SPLITS):
+        raise bad("stats", f"an object with one entry per split ({', '.join(SPLITS)})")
+    for split, entry in stats.items():
+        counts_ok = isinstance(entry, dict) and all(
+            isinstance(entry.get(k), list) and all(_is_int(c) and c >= 0 for c in entry[k])
+            for k in ("class_counts", "first_entry_counts"))
+        mean = entry.get("mean_time_to_event") if isinstance(entry, dict) else None
+        if not counts_ok or not isinstance(mean, (int, float)) or isinstance(mean, bool) or not math.isfinite(mean):
+            raise DataError(f"{where}: stats.{split} must hold mean_time_to_event (a number), class_counts and "
+                            f"first_entry_counts (lists of counts), got {short(entry)}")
 
 
 def _check_manifest(m: Manifest, raw: dict[str, Any], where: str) -> None:
     problems = []
     if len(m.image_shape) != 3 or min(m.image_shape) < 1:
         problems.append(f"image_shape {list(m.image_shape)} is not a positive (C, H, W)")
-    if not isinstance(m.class_names, list) or not m.class_names or not all(isinstance(c, str) for c in m.class_names):
-        raise DataError(f"{where}: class_names must be a non-empty list of strings")
+    if (not isinstance(m.class_names, list) or not 1 <= len(m.class_names) <= 127
+            or not all(isinstance(c, str) for c in m.class_names)):
+        raise DataError(f"{where}: class_names must be a list of 1 to 127 strings")
     if "num_classes" in raw and raw["num_classes"] != m.num_classes:
-        problems.append(f"num_classes {raw['num_classes']} != len(class_names) {m.num_classes}")
-    if not isinstance(m.length, int) or m.length < 1:
-        problems.append(f"length {m.length!r} is not a positive integer")
+        problems.append(f"num_classes {short(raw['num_classes'])} != len(class_names) {m.num_classes}")
     for name in ("event_class", "condition_class"):
         value = getattr(m, name)
         if not isinstance(value, int) or not 0 <= value < m.num_classes:
-            problems.append(f"{name} {value!r} is not a class id in [0, {m.num_classes})")
+            problems.append(f"{name} {short(value)} is not a class id in [0, {m.num_classes})")
     if not isinstance(m.splits, dict) or set(m.splits) != set(SPLITS) or any(not isinstance(n, int) or n < 1 for n in m.splits.values()):
-        problems.append(f"splits {m.splits!r} must give a positive size for each of {SPLITS}")
+        problems.append(f"splits {short(m.splits)} must give a positive size for each of {SPLITS}")
     if not isinstance(m.files, dict) or set(m.files) != {f"{s}.parquet" for s in SPLITS}:
-        problems.append(f"files {sorted(m.files)} must list {', '.join(s + '.parquet' for s in SPLITS)}")
+        problems.append(f"files {short(sorted(m.files))} must list {', '.join(s + '.parquet' for s in SPLITS)}")
+    for split, entry in m.stats.items():
+        for key in ("class_counts", "first_entry_counts"):
+            if len(entry[key]) != m.num_classes:
+                problems.append(f"stats.{split}.{key} has {len(entry[key])} entries, not one per class "
+                                f"({m.num_classes})")
     if problems:
         raise DataError(f"{where}: " + "; ".join(problems))
 
@@ -223,9 +279,12 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
             "(build one with `python -m focus_tune.data build`)"
         )
     try:
+        if file.stat().st_size > MAX_MANIFEST_BYTES:
+            raise DataError(f"{file}: {file.stat().st_size} bytes; a manifest is at most {MAX_MANIFEST_BYTES} bytes")
         raw = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataError(f"{file}: unreadable manifest ({err})") from err
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        what = "nested too deeply" if isinstance(err, RecursionError) else short(str(err), 120)
+        raise DataError(f"{file}: unreadable manifest ({what})") from err
     return Manifest.from_dict(raw, where=str(file))
 
 
@@ -293,9 +352,27 @@ def _read_split(path: Path, split: str, manifest: Manifest) -> Split:
         raise DataError(f"{file}: sequence holds class ids outside [0, {k})")
     if not np.array_equal(tte, time_to_event(sequences, manifest.event_class)):
         raise DataError(f"{file}: time_to_event disagrees with the sequences (event class {manifest.event_class})")
-    if marginals is not None and not np.allclose(marginals.sum(axis=2), 1.0, atol=1e-3):
-        raise DataError(f"{file}: exact_marginals do not sum to 1 over the classes")
+    if marginals is not None:
+        _check_marginals(file, marginals)
     return Split(split, images, sequences, tte, marginals, extras)
+
+
+def _check_marginals(file: Path, marginals: np.ndarray) -> None:
+    """Exact marginals are probabilities: finite, in [0, 1], summing to 1 over the classes."""
+    finite = np.isfinite(marginals)
+    if not finite.all():
+        item, entry, _ = np.argwhere(~finite)[0]
+        raise DataError(f"{file}: exact_marginals hold {int((~finite).sum())} NaN or infinite value(s) "
+                        f"(first at item {item}, entry {entry + 1}); expected probabilities")
+    if marginals.min() < 0 or marginals.max() > 1 + 1e-3:
+        raise DataError(f"{file}: exact_marginals hold values outside [0, 1] (min {marginals.min():.4g}, "
+                        f"max {marginals.max():.4g}); expected probabilities")
+    sums = marginals.sum(axis=2)
+    off = np.abs(sums - 1.0) > 1e-3
+    if off.any():
+        item, entry = np.argwhere(off)[0]
+        raise DataError(f"{file}: exact_marginals do not sum to 1 over the classes ({int(off.sum())} entries; "
+                        f"item {item}, entry {entry + 1} sums to {sums[item, entry]:.4g})")
 
 
 def _read_column(parquet: pq.ParquetFile, file: Path, name: str, width: int, dtype) -> np.ndarray:
@@ -338,10 +415,7 @@ class DatasetWriter:
         self.out_dir = Path(out_dir)
         if not 1 <= len(class_names) <= 127:
             raise ValueError(f"{len(class_names)} classes: the int8 sequence column holds 1 to 127")
-        if self.out_dir.exists() and not _replaceable(self.out_dir):
-            raise DataError(
-                f"{self.out_dir}: exists and is not a dataset folder; choose an empty or new folder"
-            )
+        _check_replaceable(self.out_dir)
         self.class_names = list(class_names)
         self.length = length
         self.image_shape = tuple(image_shape)
@@ -481,10 +555,7 @@ class DatasetWriter:
             stats=stats,
             details=details or {},
         )
-        manifest_file = self.tmp_dir / MANIFEST
-        manifest_file.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
-        _fsync(manifest_file)
-        _fsync(self.tmp_dir)
+        write_atomic(self.tmp_dir / MANIFEST, json.dumps(manifest.to_dict(), indent=2) + "\n")
         self._move_into_place()
         return self.out_dir
 
@@ -504,26 +575,62 @@ class DatasetWriter:
 
     def _move_into_place(self) -> None:
         old = None
-        if self.out_dir.exists():
-            if not _replaceable(self.out_dir):
+        if os.path.lexists(self.out_dir):
+            try:
+                _check_replaceable(self.out_dir)
+            except DataError:
                 self.abort()
-                raise DataError(f"{self.out_dir}: appeared during the build and is not a dataset folder")
+                raise
+            # Moved aside, not deleted, until the new folder is in place; then only the files
+            # of our own format are removed (the check above found no other), so a file that
+            # appears in it meanwhile survives in the .old- folder.
             old = self.out_dir.parent / f".{self.out_dir.name}.old-{uuid.uuid4().hex[:8]}"
             os.replace(self.out_dir, old)
         os.replace(self.tmp_dir, self.out_dir)
-        _fsync(self.out_dir.parent)
+        fsync_path(self.out_dir.parent)
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            for name in (*SPLIT_FILES, MANIFEST):
+                (old / name).unlink(missing_ok=True)
+            try:
+                old.rmdir()
+            except OSError:
+                pass  # something was added meanwhile: leave it, it is not ours
 
 
-def _replaceable(folder: Path) -> bool:
-    """A folder we may replace: an earlier dataset (it has a manifest) or an empty folder."""
-    return folder.is_dir() and ((folder / MANIFEST).is_file() or not any(folder.iterdir()))
+def _check_replaceable(folder: Path) -> None:
+    """Raise DataError unless ``folder`` is absent, empty, or a dataset folder of ours.
+
+    Ours means: a real folder (not a symlink) holding nothing but the three split files and a
+    manifest.json that parses as a focus_tune manifest (a JSON object with its generator and
+    the SHA-256 of exactly those three files). Anything else is someone's data and is never
+    replaced.
+    """
+    if not os.path.lexists(folder):
+        return
+    if folder.is_symlink() or not folder.is_dir():
+        kind = "a symbolic link" if folder.is_symlink() else "a file"
+        raise DataError(f"{folder}: exists and is {kind}; choose a new or empty folder for the dataset")
+    names = sorted(p.name for p in folder.iterdir())
+    if not names:
+        return
+    foreign = [n for n in names if n not in (*SPLIT_FILES, MANIFEST)]
+    if not foreign and _is_our_manifest(folder / MANIFEST):
+        return
+    listed = ", ".join(short(n, 40) for n in (foreign or names)[:3]) + (", ..." if len(foreign or names) > 3 else "")
+    raise DataError(f"{folder}: exists and holds files that are not a focus_tune dataset ({listed}); "
+                    "nothing was changed: choose a new or empty folder, or move those files away first")
+
+
+def _is_our_manifest(file: Path) -> bool:
+    try:
+        if file.is_symlink() or not file.is_file() or file.stat().st_size > MAX_MANIFEST_BYTES:
+            return False
+        raw = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return (isinstance(raw, dict) and isinstance(raw.get("generator"), str) and "format_version" in raw
+            and isinstance(raw.get("files"), dict) and set(raw["files"]) == set(SPLIT_FILES))
 
 
 def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(path)

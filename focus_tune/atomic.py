@@ -1,0 +1,54 @@
+"""Durable, atomic file writes and bounded quoting of values in error messages.
+
+``write_atomic(path, text)`` writes a sibling temporary file, fsyncs it, renames it over
+``path`` and fsyncs the folder: after a crash or a power cut the file holds either its old
+or its new content, never an empty or half-written one (a bare ``os.replace`` without the
+fsyncs can leave a zero-length file on ext4/xfs after a power cut).
+"""
+from __future__ import annotations
+
+import os
+import reprlib
+import uuid
+from pathlib import Path
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 60
+_REPR.maxother = 60
+_REPR.maxlong = 40
+_REPR.maxlevel = 3
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+
+
+def short(value, limit: int = 80) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, without building the whole repr first
+    (a YAML alias bomb expands to gigabytes if printed in full)."""
+    text = _REPR.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """fsync a file or a folder (a folder's fsync makes a rename in it durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
+    """Replace ``path`` by ``data`` atomically and durably (fsync of the file and of its folder)."""
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_path(path.parent)
