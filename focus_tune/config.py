@@ -30,10 +30,16 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from .atomic import short
+
 PROFILES = ("smoke", "quick", "paper")
 ENCODERS = ("resnet18", "small")
 SELECTIONS = ("last", "best")
 SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+
+
+MAX_INT = 2**31 - 1  # a larger count, size or seed is a typo (and would name files nobody can open)
+MAX_K2 = 1_000_000  # entries; k2 names trials, so it stays short
 
 
 class ConfigError(ValueError):
@@ -135,9 +141,14 @@ def load_search_config(path: str | os.PathLike, profile: str) -> SearchConfig:
     if profile not in PROFILES:
         raise ctx.error("", f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     try:
+        if path.is_file() and path.stat().st_size > MAX_FILE_BYTES:
+            raise ConfigError(f"{ctx.file}: {path.stat().st_size} bytes; a search space is at most "
+                              f"{MAX_FILE_BYTES} bytes")
         text = path.read_text()
     except OSError as e:
         raise ConfigError(f"{ctx.file}: cannot read: {e.strerror or e}") from e
+    except UnicodeDecodeError:
+        raise ConfigError(f"{ctx.file}: not a UTF-8 text file; expected a search-space YAML") from None
     raw = _parse_yaml(text, ctx.file)
 
     raw = ctx.mapping(raw, "")
@@ -193,6 +204,47 @@ class _StrictLoader(yaml.SafeLoader):
     """
 
 
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 32  # a search space nests 4 levels (profiles.quick.grid.lambdas)
+MAX_NODES = 100_000  # nodes composed, aliases counted each time they are used
+
+
+def _compose_node(self, parent, index):
+    """SafeLoader.compose_node with a nesting limit and a budget of nodes that counts every
+    use of an alias: a 20 000-deep nesting or an alias bomb is a clear error, not a
+    RecursionError or gigabytes of memory."""
+    self._depth = getattr(self, "_depth", 0) + 1
+    try:
+        if self._depth > MAX_DEPTH:
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
+        node = yaml.composer.Composer.compose_node(self, parent, index)
+        self._nodes = getattr(self, "_nodes", 0) + _weight(node)
+        if self._nodes > MAX_NODES:
+            raise yaml.composer.ComposerError(
+                None, None, f"expands to more than {MAX_NODES} values (YAML aliases?)", node.start_mark)
+        return node
+    finally:
+        self._depth -= 1
+
+
+def _weight(node: yaml.Node) -> int:
+    """How many values a node stands for once its aliases are expanded (memoised on the node)."""
+    cached = getattr(node, "_weight", None)
+    if cached is None:
+        if isinstance(node, yaml.SequenceNode):
+            cached = 1 + sum(_weight(n) for n in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            cached = 1 + sum(_weight(k) + _weight(v) for k, v in node.value)
+        else:
+            cached = 1
+        node._weight = cached
+    return cached
+
+
+_StrictLoader.compose_node = _compose_node
+
+
 _StrictLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(
@@ -231,9 +283,11 @@ def _parse_yaml(text: str, file: str) -> Any:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
-        raise ConfigError(f"{where}: malformed YAML: {e.problem or e.context}") from e
+        raise ConfigError(f"{where}: malformed YAML: {short(e.problem or e.context, 200)[1:-1]}") from e
     except yaml.YAMLError as e:
-        raise ConfigError(f"{file}: malformed YAML: {e}") from e
+        raise ConfigError(f"{file}: malformed YAML: {short(str(e), 200)[1:-1]}") from e
+    except RecursionError:
+        raise ConfigError(f"{file}: malformed YAML: nested too deeply") from None
 
 
 def _display(path: Path) -> str:
@@ -288,7 +342,7 @@ def _join(at: str, key: str) -> str:
 
 
 def _kind(value: Any) -> str:
-    return "null" if value is None else f"{type(value).__name__} {value!r}"
+    return "null" if value is None else f"{type(value).__name__} {short(value)}"
 
 
 def _required(cls) -> tuple[str, ...]:
@@ -299,6 +353,8 @@ def _int(ctx: _Context, v: Any, at: str) -> int:
     # bool is an int subclass in Python; `epochs: yes` is a mistake, not 1.
     if isinstance(v, bool) or not isinstance(v, int):
         raise ctx.error(at, f"expected an integer, got {_kind(v)}")
+    if abs(v) > MAX_INT:
+        raise ctx.error(at, f"{short(v)} is too large; expected an integer of at most {MAX_INT}")
     return v
 
 
@@ -346,7 +402,7 @@ def _alpha(ctx: _Context, v: Any, at: str) -> float:
 def _choice(options: tuple[str, ...]) -> Callable[[_Context, Any, str], str]:
     def check(ctx: _Context, v: Any, at: str) -> str:
         if v not in options or not isinstance(v, str):
-            raise ctx.error(at, f"{v!r} is not one of {', '.join(options)}")
+            raise ctx.error(at, f"{short(v)} is not one of {', '.join(options)}")
         return v
 
     return check
@@ -361,8 +417,8 @@ def _string(ctx: _Context, v: Any, at: str) -> str:
 def _game(ctx: _Context, v: Any, at: str) -> str:
     v = _string(ctx, v, at)
     # The game names folders, experiments and trial paths.
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
-        raise ctx.error(at, f"{v!r} must be letters, digits, '_', '-' or '.' (it names folders)")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
+        raise ctx.error(at, f"{short(v)} must be 1 to 64 letters, digits, '_', '-' or '.' (it names folders)")
     return v
 
 
@@ -402,8 +458,8 @@ def _lambda(name: str) -> Callable[[_Context, Any, str], float]:
 
 def _k2(ctx: _Context, v: Any, at: str) -> int:
     v = _int(ctx, v, at)
-    if v < 1:
-        raise ctx.error(at, f"{v} is not positive; k2 (the last regularized entry) must be >= 1")
+    if not 1 <= v <= MAX_K2:
+        raise ctx.error(at, f"{v} is out of range; k2 (the last regularized entry) must be in 1..{MAX_K2}")
     return v
 
 

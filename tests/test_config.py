@@ -204,8 +204,8 @@ BAD = [
     ("grid.constants", [], "grid.constants", "is empty"),
     ("profiles.paper.grid.constants", [-1], "profiles.paper.grid.constants[0]", "constants must be >= 0"),
     ("grid.k2", [], "grid.k2", "is empty"),
-    ("grid.k2", [1, 0, 11], "grid.k2[1]", "0 is not positive; k2 (the last regularized entry) must be >= 1"),
-    ("profiles.quick.grid.k2", [-5, 11], "profiles.quick.grid.k2[0]", "is not positive"),
+    ("grid.k2", [1, 0, 11], "grid.k2[1]", "0 is out of range; k2 (the last regularized entry) must be in 1..1000000"),
+    ("profiles.quick.grid.k2", [-5, 11], "profiles.quick.grid.k2[0]", "is out of range"),
     ("grid.k2", [1, 2.5], "grid.k2[1]", "expected an integer"),
     ("grid.k1", 0, "grid.k1", "must be >= 1"),
     ("profiles.quick.grid.k1", 200, "profiles.quick.grid.k1", "leaves no joint entries"),
@@ -283,3 +283,53 @@ def test_from_dict_validates_too():
     d["grid"]["lambdas"] = [0.01, math.nan]
     with pytest.raises(ConfigError, match=r"<dict>: grid.lambdas\[1\]: is NaN"):
         SearchConfig.from_dict(d)
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """The classic 'billion laughs' in 2.5 KB: 9 levels of 9 aliases each."""
+    anchors = ["&a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    anchors += [f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "[" + ", ".join(anchors) + "]"
+
+
+@pytest.mark.parametrize("where", ["game", "train.encoder", "grid.lambdas"])
+def test_an_alias_bomb_is_a_short_error(tmp_path, where):
+    text = space_path("facemed").read_text()
+    bomb = _alias_bomb()
+    if where == "game":
+        text = text.replace("game: facemed", f"game: {bomb}")
+    elif where == "train.encoder":
+        text = text.replace("train:\n", f"train:\n  encoder: {bomb}\n", 1).replace("  encoder: small\n", "", 1)
+    else:
+        text = text.replace("grid:\n", f"grid:\n  lambdas: {bomb}\n", 1)
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_search_config(path, "quick")
+    assert len(str(err.value)) < 400 and str(path.name) in str(err.value)
+
+
+def test_deep_nesting_is_a_short_error(tmp_path):
+    path = write(tmp_path, "game: " + "[" * 20000 + "]" * 20000 + "\n")
+    with pytest.raises(ConfigError, match="nested deeper than 32 levels"):
+        load_search_config(path, "quick")
+
+
+@pytest.mark.parametrize("dotted, value, words", [
+    ("grid.k2", [1, int("9" * 300)], "is too large; expected an integer of at most"),
+    ("grid.k2", [1, 10_000_000], "must be in 1..1000000"),
+    ("train.epochs", int("9" * 300), "is too large"),
+    ("game", "g" * 5000, "must be 1 to 64 letters"),
+    ("train.encoder", "x" * 100_000, "is not one of resnet18, small"),
+])
+def test_huge_values_are_refused_and_quoted_briefly(tmp_path, dotted, value, words):
+    path = write(tmp_path, set_at(base_space(), dotted, value))
+    with pytest.raises(ConfigError) as err:
+        load_search_config(path, "quick")
+    assert words in str(err.value) and len(str(err.value)) < 400
+
+
+def test_a_binary_file_is_not_a_traceback(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(ConfigError, match="not a UTF-8 text file"):
+        load_search_config(path, "quick")
