@@ -35,6 +35,7 @@ from .atomic import short
 PROFILES = ("smoke", "quick", "paper")
 ENCODERS = ("resnet18", "small")
 SELECTIONS = ("last", "best")
+ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat
 SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 
 
@@ -64,6 +65,9 @@ class TrainConfig:
     selection: str  # "last" (the paper: last-epoch model) | "best" (best validation ECE)
     val_items: int | None = None  # None = the whole validation split
     test_items: int | None = None  # None = the whole test split
+    # Evaluation sampling: "model" draws every entry from the model (a model that leaves
+    # END / dead is scored with its leak); "forced" repeats the event once drawn (faster).
+    absorbing: str = "model"
 
 
 @dataclass(frozen=True)
@@ -477,6 +481,7 @@ _TRAIN_CHECKS: dict[str, Callable[[_Context, Any, str], Any]] = {
     "selection": _choice(SELECTIONS),
     "val_items": _optional_positive_int,
     "test_items": _optional_positive_int,
+    "absorbing": _choice(ABSORBING),
 }
 _GRID_CHECKS: dict[str, Callable[[_Context, Any, str], Any]] = {
     "lambdas": _grid_list(_lambda("lambdas"), "lambdas"),

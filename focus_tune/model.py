@@ -104,14 +104,20 @@ class Simulator(nn.Module):
         generator: torch.Generator | None = None,
         prefix: Sequence[int] | None = None,
         absorbing: int | None = None,
+        temperature: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Autoregressive draws: images [B, C, H, W] -> samples long [B, M, L].
 
         prefix: classes forced as the first entries (exact conditioning on a prefix: the
             later entries are drawn from p(y_i | x, prefix, ...)).
-        absorbing: a class that, once drawn, repeats to the end (END, dead). Such rows
-            need no more LSTM work, so they are dropped from the batch; the result is
-            identical to running every row to the end.
+        absorbing: a class that, once drawn, is forced to repeat to the end (END, dead).
+            Such rows need no more LSTM work, so they are dropped from the batch; the result
+            is identical to running every row to the end with the class forced. This is
+            exact only for a model whose own p(absorbing -> absorbing) is 1; for any other
+            it hides the rows that would leave the class. None (the default): every row is
+            drawn to the end from the model's own conditionals.
+        temperature: optional [L] positive temperatures, one per entry: entry i is drawn
+            from softmax(z_i / temperature[i]) (post-hoc temperature scaling).
 
         Reproducibility: each entry is drawn by inverse-CDF from one uniform per (row, entry)
         taken from ``generator`` up front, so the same seed gives the same samples whether or
@@ -120,11 +126,11 @@ class Simulator(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            return self._sample(images, num_samples, length, generator, prefix, absorbing)
+            return self._sample(images, num_samples, length, generator, prefix, absorbing, temperature)
         finally:
             self.train(was_training)
 
-    def _sample(self, images, num_samples, length, generator, prefix, absorbing):
+    def _sample(self, images, num_samples, length, generator, prefix, absorbing, temperature):
         device = images.device
         B, M, L, c = images.shape[0], num_samples, length, self.num_classes
         prefix = list(prefix or [])
@@ -134,6 +140,10 @@ class Simulator(nn.Module):
             raise ValueError(f"prefix classes must be in [0, {c}), got {prefix}")
         if absorbing is not None and not 0 <= absorbing < c:
             raise ValueError(f"absorbing class must be in [0, {c}), got {absorbing}")
+        if temperature is not None:
+            temperature = torch.as_tensor(temperature, dtype=torch.float64, device=device)
+            if temperature.shape != (L,) or not bool((temperature > 0).all()):
+                raise ValueError(f"temperature must be [L] = [{L}] positive values, got shape {tuple(temperature.shape)}")
         # One uniform per (row, entry), drawn on the CPU so a seed means the same on any device.
         u = torch.rand(B * M, L, generator=generator, dtype=torch.float64).to(device)
 
@@ -154,7 +164,10 @@ class Simulator(nn.Module):
             if i < len(prefix):
                 draw = torch.full_like(prev, prefix[i])
             else:
-                cdf = torch.softmax(self.head(h).double(), dim=-1).cumsum(dim=-1)  # (R, c)
+                z = self.head(h).double()  # (R, c)
+                if temperature is not None:
+                    z = z / temperature[i]
+                cdf = torch.softmax(z, dim=-1).cumsum(dim=-1)
                 draw = torch.searchsorted(cdf, u[rows, i].unsqueeze(1)).squeeze(1).clamp_(max=c - 1)
             out[rows, i] = draw
             prev = draw

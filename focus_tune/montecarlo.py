@@ -75,6 +75,24 @@ def time_to_event(samples, event: int) -> np.ndarray:
     return torch.where(hit.any(dim=-1), first, torch.full_like(first, L)).numpy().astype(np.int64)
 
 
+def leak(samples, event: int) -> tuple[float, int]:
+    """How often sampled sequences leave the event class after first reaching it.
+
+    Returns (fraction, count): among the sampled sequences [N, M, L] that reach ``event``,
+    the fraction with a non-event entry after the first event entry, and how many reached
+    it (the fraction is NaN when none did). A sampler that forces the event to repeat has
+    leak 0 by construction; the true processes here (END, dead) are absorbing, so any leak
+    is the model's.
+    """
+    s = _as_tensor(samples)
+    hit = s == event
+    after = hit.to(torch.int8).cummax(dim=-1).values.bool()  # at or after the first event entry
+    reached = after[..., -1]
+    left = (after & ~hit).any(dim=-1)
+    n = int(reached.sum())
+    return (float(left.sum()) / n if n else float("nan")), n
+
+
 def interval(times, alpha: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
     """The alpha interval I_alpha = [q_(1-alpha)/2, q_(1+alpha)/2] of sampled times, per item.
 

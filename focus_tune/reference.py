@@ -22,13 +22,15 @@ def naive_sample(
     generator: torch.Generator | None = None,
     absorbing: int | None = None,
     method: str = "inverse_cdf",
+    temperature: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Step every row through an ``LSTMCell`` for all L entries, no shortcut.
 
     method="inverse_cdf" consumes the generator exactly as :meth:`Simulator.sample` does
     (one uniform per row and entry), so the two must agree draw for draw; rows that drew
-    ``absorbing`` are forced to keep it. method="multinomial" is the textbook sampler
-    (``torch.multinomial``), used as the speed baseline.
+    ``absorbing`` are forced to keep it (None: nothing is forced). ``temperature`` [L]
+    divides the logits of entry i by temperature[i]. method="multinomial" is the textbook
+    sampler (``torch.multinomial``), used as the speed baseline.
     """
     model.eval()
     B, M, L, c = images.shape[0], num_samples, length, model.num_classes
@@ -45,7 +47,10 @@ def naive_sample(
     out = torch.empty(B * M, L, dtype=torch.long, device=images.device)
     for i in range(L):
         state = cell(model.token(prev), state)
-        p = torch.softmax(model.head(state[0]).double(), dim=-1)
+        z = model.head(state[0]).double()
+        if temperature is not None:
+            z = z / float(temperature[i])
+        p = torch.softmax(z, dim=-1)
         if method == "inverse_cdf":
             draw = torch.searchsorted(p.cumsum(-1), u[:, i : i + 1].contiguous()).squeeze(1).clamp(max=c - 1)
         else:

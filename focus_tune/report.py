@@ -4,12 +4,14 @@
 regularization family, as the trainable reports them) and writes into a run folder:
 
 - ``results.md``: the chosen schedules and the paper's tables (marginal, conditional on the
-  first entry, time-to-event interval), each cell the mean ± standard error over seeds;
+  first entry, time-to-event interval), each cell the mean ± standard error over seeds, with
+  the baselines (temperature-scaled, image-blind, oracle; see :mod:`focus_tune.baselines`) as
+  rows beside the three families;
 - ``results.csv``: one row per (family, seed) with every numeric metric, then a ``mean`` and
   an ``se`` row per family;
-- ``entry_ece.png``, ``reliability.png``, ``intervals.png``: entry-level ECE (with the ECE
-  floor of the exact probabilities), reliability diagrams at the stored entries, and interval
-  width against the true time.
+- ``entry_ece.png``, ``reliability.png``, ``intervals.png``: entry-level ECE (the oracle's
+  curve is what a perfect simulator scores with the same M), reliability diagrams at the
+  stored entries, and interval width against the true time.
 
 Statistics are NaN-aware: a missing key or a NaN counts as no value, a cell with no value
 reads ``n/a``, and a cell whose value count differs from the row's seed count says so. The
@@ -31,17 +33,31 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-FAMILIES = ("none", "constant", "time-dependent")
-FAMILY_COLORS = {"none": "black", "constant": "tab:blue", "time-dependent": "tab:red"}
-OTHER_COLORS = ("tab:green", "tab:purple", "tab:orange", "tab:brown")
+BASELINES = ("temperature-scaled", "image-blind", "oracle")
+FAMILIES = ("none", "constant", "time-dependent", *BASELINES)
+REFERENCES = ("image-blind", "oracle")  # rows to compare against, not ranked with the models
+# What a baseline row is, in the chosen-schedules table.
+BASELINE_SCHEDULES = {
+    "temperature-scaled": "the none finals, one temperature per entry fitted on validation",
+    "image-blind": "training frequencies, no image",
+    "oracle": "M samples from the true process",
+}
+FAMILY_COLORS = {"none": "black", "constant": "tab:blue", "time-dependent": "tab:red",
+                 "temperature-scaled": "tab:orange", "image-blind": "tab:gray", "oracle": "tab:green"}
+OTHER_COLORS = ("tab:purple", "tab:brown", "tab:pink", "tab:olive")
 COVERAGE_TARGET = 0.9
 DPI = 110
 PER_ENTRY_KEY = "test_per_entry"
 NA = "n/a"
-FLOOR_NOTE = (
-    "*ECE floor*: the ECE that the exact probabilities score against the same realized test "
-    "labels; a small test set gives even a perfect model this much ECE from sampling noise alone, "
-    "so every model looks nearly calibrated and only the distance above the floor measures miscalibration."
+BASELINE_NOTE = (
+    "Baselines: *temperature-scaled* is the `none` final of each seed with one temperature per entry "
+    "fitted on the validation split (teacher-forced NLL), no retraining; *image-blind* gives every "
+    "item the training sequences' per-entry class frequencies and the pooled training time-to-event "
+    "distribution (deterministic: one row); *oracle* samples M sequences per item from the true "
+    "process (where the data has one) through the same Monte Carlo estimators, so its ECE is what a "
+    "perfect simulator scores with this M and these test items. Image-blind and oracle are not ranked. "
+    "*leak*: the fraction of sampled sequences that leave the event class after reaching it; "
+    "*p(stay)*: the model's mean teacher-forced p(event -> event) on the test sequences."
 )
 
 
@@ -63,11 +79,12 @@ class Column:
 
 MARGINAL = (
     Column("ECE", "test/marginal/ece"),
-    Column("ECE floor", "test/marginal/ece_floor", better=None, optional=True),
     Column("AUC", "test/marginal/auc", better="max"),
     Column("CE", "test/marginal/ce"),
     Column("BS", "test/marginal/brier"),
     Column("RMSE to exact", "test/marginal/rmse", optional=True),
+    Column("leak", "test/marginal/leak", better=None, optional=True),
+    Column("p(stay)", "test/marginal/p_stay", better=None, optional=True),
 )
 CONDITIONAL = (
     Column("ECE", "test/conditional/ece"),
@@ -81,7 +98,7 @@ INTERVAL = (
     Column("relative width", "test/interval/relative_width"),
     Column("relative MAE", "test/interval/relative_mae"),
 )
-SHORT_LABELS = {"ECE floor": "floor", "RMSE to exact": "RMSE", "relative width": "rel.width",
+SHORT_LABELS = {"RMSE to exact": "RMSE", "relative width": "rel.width",
                 "relative MAE": "rel.MAE"}
 
 
@@ -170,8 +187,11 @@ def _class_name(class_names: Sequence[str], index: int) -> str:
 
 
 def _best(column: Column, means: Mapping[str, float]) -> set[str]:
-    """Families whose mean is best in the column (none when fewer than two are comparable)."""
-    finite = {f: m for f, m in means.items() if math.isfinite(m)}
+    """Models whose mean is best in the column (none when fewer than two are comparable).
+
+    The reference rows (:data:`REFERENCES`) are never ranked: the oracle would win nearly
+    every column and bold nothing the search chose."""
+    finite = {f: m for f, m in means.items() if math.isfinite(m) and f not in REFERENCES}
     if column.better is None or len(finite) < 2:
         return set()
     score = {
@@ -244,7 +264,8 @@ def _header_lines(game: str, profile: str) -> list[str]:
         "Test set, final models (last epoch) retrained once per seed. Each cell: mean ± standard "
         "error over seeds (SE = sample standard deviation, ddof=1, / sqrt(n)); a single seed shows "
         "the mean alone, `n/a` means no value, and `(n=k)` marks a cell with values from only k seeds. "
-        f"Best mean per column in **bold**: lowest, except AUC (highest) and coverage (closest to {COVERAGE_TARGET}).",
+        f"Best mean per column among the models in **bold**: lowest, except AUC (highest) and coverage "
+        f"(closest to {COVERAGE_TARGET}); the image-blind and oracle rows are references, not ranked.",
         "",
     ]
 
@@ -252,7 +273,7 @@ def _header_lines(game: str, profile: str) -> list[str]:
 def _schedule_lines(families: Sequence[str], finals: Mapping, schedules: Mapping[str, str]) -> list[str]:
     lines = ["## Chosen schedules", "", "| family | schedule | seeds |", "|---|---|---:|"]
     for f in families:
-        schedule = str(schedules.get(f, NA)).replace("|", "\\|")
+        schedule = str(schedules.get(f, BASELINE_SCHEDULES.get(f, NA))).replace("|", "\\|")
         lines.append(f"| {f} | `{schedule}` | n={len(finals[f])} |")
     return lines + [""]
 
@@ -279,7 +300,7 @@ def _figure_lines() -> list[str]:
     return [
         "## Figures",
         "",
-        "Entry-level marginal ECE per family, mean over seeds (band: ± SE; dashed grey: the ECE floor).",
+        "Entry-level marginal ECE per family, mean over seeds (band: ± SE; dashed: the references).",
         "",
         "![entry-level ECE](entry_ece.png)",
         "",
@@ -300,8 +321,8 @@ def _markdown(game: str, profile: str, families: Sequence[str], skipped: Sequenc
     marginal = _columns(MARGINAL, families, finals)
     lines = _header_lines(game, profile) + _schedule_lines(families, finals, schedules) + _skipped_lines(skipped)
     lines += _section("Marginal", marginal, families, finals, "No marginal results.")
-    if any(c.key == "test/marginal/ece_floor" for c in marginal):
-        lines += [FLOOR_NOTE, ""]
+    if any(f in BASELINES for f in families):
+        lines += [BASELINE_NOTE, ""]
     lines += _section(f"Conditional on entry 1 = {condition}", CONDITIONAL, families, finals,
                       "No conditional results: the condition was not evaluated or no test item meets it.")
     lines += _section(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals, "No interval results.")
@@ -421,23 +442,19 @@ def _save(fig: Figure, path: Path) -> Path:
 
 def _plot_entry_ece(path: Path, families: Sequence[str], finals: Mapping, title: str) -> Path:
     fig, (ax,) = _new_figure(7.5, 4.3)
-    floors, drawn = [], False
+    drawn = False
     for f in families:
         entries = [_per_entry(row) for row in finals[f]]
-        floors += [a for a in (_array(_lookup(e, "floor", "ece")) for e in entries) if a.size]
         curves = [a for a in (_array(_lookup(e, "marginal", "ece")) for e in entries) if a.size]
         if not curves:
             continue
         mean, se = _column_stats(curves)
         x = np.arange(1, mean.size + 1)
         color = _color(f, families)
-        ax.plot(x, mean, color=color, lw=1.6, label=f"{f} ({len(curves)} seed{'s' * (len(curves) > 1)})")
+        ls = "--" if f in REFERENCES else "-"
+        ax.plot(x, mean, color=color, lw=1.6, ls=ls, label=f"{f} ({len(curves)} seed{'s' * (len(curves) > 1)})")
         if len(curves) > 1:
             ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.15, lw=0)
-        drawn = True
-    if floors:
-        floor, _ = _column_stats(floors)
-        ax.plot(np.arange(1, floor.size + 1), floor, ls="--", color="grey", lw=1.4, label="ECE floor (exact probabilities)")
         drawn = True
     if not drawn:
         _no_data(ax)
@@ -556,9 +573,10 @@ def write_report(
 ) -> Report:
     """Write results.md, results.csv and the three figures into ``out_dir``; return a :class:`Report`.
 
-    ``finals`` maps a family ("none", "constant", "time-dependent", any subset) to its flat test
-    results, one per seed; ``schedules`` maps a family to its compact schedule string. A family
-    with no result is skipped with a note; missing or NaN metrics read ``n/a``.
+    ``finals`` maps a family ("none", "constant", "time-dependent", the baselines of
+    :data:`FAMILIES`, any subset) to its flat test results, one per seed; ``schedules`` maps a
+    family to its compact schedule string. A family with no result is skipped with a note;
+    missing or NaN metrics read ``n/a``.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -408,11 +408,14 @@ def _data_for_trials(dataset) -> dict:
 
 
 def _report(cfg, args, plan, state, dataset, run_dir, tracker, winners):
+    from .baselines import with_baselines
     from .report import write_report
 
     finals = {}
     for family, by_seed in plan.finals(state.results).items():
         finals[family] = [state.finals[tid] for seed, tid in sorted(by_seed.items()) if tid in state.finals]
+    seeds = sorted({seed for by_seed in plan.finals(state.results).values() for seed in by_seed})
+    finals = with_baselines(finals, dataset, cfg.to_dict()["train"], seeds)  # temperature-scaled, image-blind, oracle
     schedules = {family: str(winners[stage].schedule)
                  for family, stage in (("none", "none"), ("constant", "constant"), ("time-dependent", "joint"))}
     m = dataset.manifest

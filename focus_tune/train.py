@@ -8,6 +8,7 @@ the keys used everywhere else (Tune results, MLflow, reports): ``marginal/ece``,
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from dataclasses import dataclass
@@ -96,6 +97,9 @@ def train_one_epoch(
     return {"train/loss": total / seen, "train/samples_per_s": seen / (time.perf_counter() - t0)}
 
 
+ABSORBING_MODES = ("model", "forced")
+
+
 def draw_samples(
     model: Simulator,
     images: torch.Tensor,
@@ -105,17 +109,106 @@ def draw_samples(
     absorbing: int | None,
     prefix: list[int] | None = None,
     chunk: int = 64,
+    temperature: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Monte Carlo sequences for every image, ``chunk`` images at a time: [N, M, L] on CPU."""
+    """Monte Carlo sequences for every image, ``chunk`` images at a time: [N, M, L] on CPU.
+
+    ``absorbing``: the class forced to repeat once drawn, or None to draw every entry from
+    the model (see :meth:`Simulator.sample`).
+    """
     out = [
-        model.sample(images[i : i + chunk], num_samples, length, generator, prefix=prefix, absorbing=absorbing).cpu()
+        model.sample(images[i : i + chunk], num_samples, length, generator, prefix=prefix, absorbing=absorbing,
+                     temperature=temperature).cpu()
         for i in range(0, len(images), chunk)
     ]
     return torch.cat(out)
 
 
+@torch.no_grad()
+def teacher_forced_logits(model: Simulator, data: Split, chunk: int = 256) -> torch.Tensor:
+    """Logits z [N, L, c] (float64, CPU) of every item given its true previous entries."""
+    model.eval()
+    out = [model(data.images[i : i + chunk], data.sequences[i : i + chunk]).double().cpu()
+           for i in range(0, len(data), chunk)]
+    return torch.cat(out)
+
+
+def event_stay_probability(logits: torch.Tensor, sequences: torch.Tensor, event: int,
+                           temperature: torch.Tensor | None = None) -> float:
+    """The model's mean p(y_i = event | x, y_<i) where the true y_{i-1} is the event.
+
+    logits [N, L, c] (teacher forced), sequences [N, L]; temperature [L] rescales entry i.
+    The true processes are absorbing, so 1 is right; the penalty of eq. 2 pulls it lower.
+    NaN when no item has the event before its last entry.
+    """
+    z = logits if temperature is None else logits / temperature.double().view(1, -1, 1)
+    p = torch.softmax(z, dim=-1)[:, 1:, event]  # (N, L-1): p(y_i = event), i = 2..L
+    after = sequences[:, :-1].cpu() == event
+    return float(p[after].mean()) if bool(after.any()) else float("nan")
+
+
 def _prefixed(stats: dict, prefix: str) -> dict[str, float]:
     return {f"{prefix}/{k}": v for k, v in stats.items() if k != "per_entry"}
+
+
+@dataclass
+class Estimates:
+    """What the metrics score, however it was estimated (Monte Carlo samples, frequencies).
+
+    probs [N, L, c]: P(Y_i = a | x); lo, hi, point [N]: the time-to-event interval and
+    point estimate; cond_probs [K, L-1, c]: P(Y_i = a | Y_1 = b, x) for i = 2..L on the K
+    items whose true Y_1 is b (None when not evaluated).
+    """
+
+    probs: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    point: np.ndarray
+    cond_probs: np.ndarray | None = None
+
+
+def estimates_from_samples(samples, cond_samples, event: int, num_classes: int, alpha: float) -> Estimates:
+    """The paper's Monte Carlo estimators: samples [N, M, L] (and [K, M, L] drawn with Y_1 forced)."""
+    times = montecarlo.time_to_event(samples, event)  # (N, M)
+    lo, hi = montecarlo.interval(times, alpha)
+    cond = None if cond_samples is None else montecarlo.marginal_probs(cond_samples, num_classes)[:, 1:]
+    return Estimates(montecarlo.marginal_probs(samples, num_classes), lo, hi, times.mean(axis=1), cond)
+
+
+def condition_items(labels: np.ndarray, condition_class: int | None) -> np.ndarray | None:
+    """Indices of the items whose true Y_1 is the condition, or None when too few (< 2) or none asked."""
+    if condition_class is None:
+        return None
+    keep = np.flatnonzero(labels[:, 0] == condition_class)
+    return keep if len(keep) > 1 else None
+
+
+def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: int = 10,
+          exact_marginals: np.ndarray | None = None, condition_class: int | None = None) -> tuple[dict, dict]:
+    """The paper's metrics of some estimates under the keys used everywhere (``marginal/ece``, ...).
+
+    labels [N, L], true_times [N]; exact_marginals [N, L, c] adds ``marginal/rmse``. With
+    ``condition_class`` the conditional metrics score ``est.cond_probs`` on the items of
+    :func:`condition_items`. Returns (metrics, entry-level arrays).
+    """
+    marginal = metrics.sequence_metrics(est.probs, labels, n_bins)
+    out = _prefixed(marginal, "marginal")
+    extras: dict = {"marginal": marginal["per_entry"]}
+    out.update(_prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times), "interval"))
+    extras["interval"] = {"lo": est.lo, "hi": est.hi, "point": est.point, "true": true_times}
+    if exact_marginals is not None:
+        rmse = metrics.rmse_per_entry(est.probs, exact_marginals)
+        out["marginal/rmse"] = float(rmse.mean())
+        extras["marginal"]["rmse"] = rmse
+    if condition_class is not None:
+        keep = condition_items(labels, condition_class)
+        out["conditional/items"] = float(0 if keep is None else len(keep))
+        if keep is not None and est.cond_probs is not None:
+            # Entry 1 is forced (certain) for every item: score entries 2..L only.
+            conditional = metrics.sequence_metrics(est.cond_probs, labels[keep, 1:], n_bins)
+            out.update(_prefixed(conditional, "conditional"))
+            extras["conditional"] = conditional["per_entry"]
+    return out, extras
 
 
 def evaluate(
@@ -128,49 +221,70 @@ def evaluate(
     alpha: float = 0.9,
     condition_class: int | None = None,
     per_entry: bool = False,
+    absorbing: str = "model",
+    temperature: torch.Tensor | None = None,
 ) -> dict:
     """Monte Carlo evaluation: marginal metrics, interval metrics and, if asked, conditional ones.
 
     Marginal P(Y_i | x) and the time-to-event interval come from one set of M samples per
     item. With ``condition_class`` = b, a second set is drawn with Y_1 forced to b (exact
     conditioning) and scored on the items whose true Y_1 is b. Where the data has exact
-    marginals, ``marginal/rmse`` (to the truth) and ``marginal/ece_floor`` (the ECE that the
-    exact probabilities score on the same labels) are added. With ``per_entry`` the
-    entry-level arrays are returned under ``"per_entry"`` (for reports and plots).
+    marginals, ``marginal/rmse`` (to the truth) is added.
+
+    ``absorbing``: "model" (default) draws every entry from the model, so a model that
+    leaves the event class after reaching it is scored with that leak; "forced" makes the
+    event repeat once drawn (faster; exact only for a model that is itself absorbing).
+    Either way ``marginal/leak`` is the fraction of sampled sequences that reach the event
+    and later leave it (0 when forced) and ``marginal/p_stay`` the model's mean teacher-forced
+    p(event -> event) on the data. ``temperature`` [L] samples from softmax(z_i / T_i).
+    With ``per_entry`` the entry-level arrays are returned under ``"per_entry"`` (for
+    reports and plots).
     """
+    if absorbing not in ABSORBING_MODES:
+        raise ValueError(f"absorbing must be one of {ABSORBING_MODES}, got {absorbing!r}")
     model.eval()
     c, L = model.num_classes, data.sequences.shape[1]
+    forced = event if absorbing == "forced" else None
     labels = data.sequences.cpu().numpy()
-    samples = draw_samples(model, data.images, num_samples, L, generator, absorbing=event)
-    probs = montecarlo.marginal_probs(samples, c)  # (N, L, c)
-    marginal = metrics.sequence_metrics(probs, labels, n_bins)
-    out = _prefixed(marginal, "marginal")
-    extras: dict[str, np.ndarray] = {"marginal": marginal["per_entry"]}
-
-    times = montecarlo.time_to_event(samples, event)  # (N, M)
-    lo, hi = montecarlo.interval(times, alpha)
-    true_t = data.time_to_event.cpu().numpy()
-    out.update(_prefixed(metrics.interval_metrics(lo, hi, times.mean(axis=1), true_t), "interval"))
-    extras["interval"] = {"lo": lo, "hi": hi, "point": times.mean(axis=1), "true": true_t}
-
-    if data.exact_marginals is not None:
-        out["marginal/rmse"] = metrics.rmse_to_truth(probs, data.exact_marginals)
-        floor = metrics.sequence_metrics(data.exact_marginals, labels, n_bins)
-        out["marginal/ece_floor"] = floor["ece"]
-        extras["floor"] = floor["per_entry"]
-
-    if condition_class is not None:
-        keep = np.flatnonzero(labels[:, 0] == condition_class)
-        out["conditional/items"] = float(len(keep))
-        if len(keep) > 1:
-            idx = torch.as_tensor(keep, device=data.images.device)
-            cond = draw_samples(model, data.images[idx], num_samples, L, generator, event, prefix=[condition_class])
-            # Entry 1 is forced (certain) for every item: score entries 2..L only.
-            cprobs = montecarlo.marginal_probs(cond, c)[:, 1:]
-            conditional = metrics.sequence_metrics(cprobs, labels[keep, 1:], n_bins)
-            out.update(_prefixed(conditional, "conditional"))
-            extras["conditional"] = conditional["per_entry"]
+    samples = draw_samples(model, data.images, num_samples, L, generator, absorbing=forced, temperature=temperature)
+    keep = condition_items(labels, condition_class)
+    cond = None
+    if keep is not None:
+        cond = draw_samples(model, data.images[torch.as_tensor(keep, device=data.images.device)], num_samples, L,
+                            generator, forced, prefix=[condition_class], temperature=temperature)
+    est = estimates_from_samples(samples, cond, event, c, alpha)
+    out, extras = score(est, labels, data.time_to_event.cpu().numpy(), n_bins, data.exact_marginals, condition_class)
+    out["marginal/leak"], _ = montecarlo.leak(samples, event)
+    out["marginal/p_stay"] = event_stay_probability(teacher_forced_logits(model, data), data.sequences, event,
+                                                    temperature)
     if per_entry:
         out["per_entry"] = extras
-        out["probs"] = probs
+        out["probs"] = est.probs
     return out
+
+
+def test_result(out: dict, extras: dict, probs: np.ndarray, labels: np.ndarray, n_bins: int,
+                entries: list[int] | None = None) -> dict:
+    """The flat test result of the reports: ``test/<metric>`` keys and ``test_per_entry``.
+
+    ``test_per_entry`` (JSON) holds the entry-level arrays of :func:`score` and reliability
+    curves of the marginal probabilities [N, L, c] at ``entries`` (1-based; default the
+    first, L/4 and L/2): the report draws its figures from them.
+    """
+    L = labels.shape[1]
+    per_entry = dict(extras)
+    per_entry["reliability"] = {
+        str(i): metrics.reliability_curve(probs[:, i - 1], labels[:, i - 1], n_bins)
+        for i in (entries or sorted({1, L // 4 + 1, L // 2 + 1}))
+    }
+    result = {f"test/{k}": v for k, v in out.items()}
+    result["test_per_entry"] = json.dumps(_jsonable(per_entry))
+    return result
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        return [None if not np.isfinite(x) else float(x) for x in obj.ravel()]
+    return obj

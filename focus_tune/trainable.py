@@ -19,14 +19,14 @@ import os
 import tempfile
 import time
 
-import numpy as np
 import ray
 import torch
 from ray import tune
 
-from . import metrics
+from .baselines import TS_PREFIX, fit_temperatures
 from .model import Simulator
-from .train import NonFiniteLoss, Split, evaluate, seed_everything, train_one_epoch
+from .train import (NonFiniteLoss, Split, evaluate, seed_everything, teacher_forced_logits, test_result,
+                    train_one_epoch)
 
 CHECKPOINT_FILE = "checkpoint.pt"
 FAULTS_ENV = "FOCUS_TUNE_TEST_FAULTS"  # test-only fault injection, see _maybe_inject_fault
@@ -110,13 +110,13 @@ def run_trial(config: dict, data: dict) -> None:
         model = model.to(memory_format=torch.channels_last)  # with channels_last inputs (model.encode)
     optimizer = torch.optim.Adam(model.parameters(), lr=train["lr"])  # no weight decay, as in the paper
     lambdas = torch.tensor(trial["schedule"], dtype=torch.float32)
-    common = dict(event=info["event"], n_bins=train["ece_bins"], alpha=train["alpha"])
+    common = dict(event=info["event"], n_bins=train["ece_bins"], alpha=train["alpha"], absorbing=train["absorbing"])
 
     if config["source_checkpoint"]:
         # A final that reuses the search trial trained with the same schedule and seed.
         state = load_checkpoint(tune.Checkpoint(config["source_checkpoint"]))
         model.load_state_dict(state["model"])
-        _report_test(model, data, train, info, common, trial["seed"], epoch=state["epoch"],
+        _report_test(model, data, train, info, common, trial, epoch=state["epoch"],
                      val=state["metrics"], device=device)
         return
 
@@ -163,7 +163,7 @@ def run_trial(config: dict, data: dict) -> None:
             with tempfile.TemporaryDirectory() as d:
                 save_checkpoint(d, model, optimizer, epoch, generator, last_val, with_optimizer=not final)
                 if final and config["evaluate_test"]:
-                    result.update(_test_metrics(model, data, train, info, common, trial["seed"], device))
+                    result.update(_test_metrics(model, data, train, info, common, trial, device))
                 result["score"] = float(last_val["val/ece"])
                 tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
         else:
@@ -179,33 +179,35 @@ def _ns(split: dict):
     return type("SplitArrays", (), split)
 
 
-def _test_metrics(model, data, train, info, common, seed, device) -> dict:
+def _test_metrics(model, data, train, info, common, trial, device) -> dict:
+    """The final's test metrics; a 'none' final adds its temperature-scaled baseline.
+
+    Temperature scaling: one temperature per entry fitted on the validation split (the same
+    items as the validation ECE) by the teacher-forced NLL, then the same evaluation of the
+    test set with the tempered model, reported under ``test/temperature-scaled/...``.
+    """
     test = Split.from_arrays(_ns(data["test"]), device, items=train["test_items"])
-    out = evaluate(model, test, train["num_samples"], generator=_eval_gen(seed, -1),
-                   condition_class=info["condition_class"], per_entry=True, **common)
-    per_entry, probs = out.pop("per_entry"), out.pop("probs")
     labels = test.sequences.cpu().numpy()
-    L = labels.shape[1]
-    per_entry["reliability"] = {
-        str(i + 1): metrics.reliability_curve(probs[:, i], labels[:, i], train["ece_bins"])
-        for i in sorted({0, L // 4, L // 2})
-    }
-    # Entry-level arrays travel as JSON in the result: the report draws its figures from them.
-    out = {f"test/{k}": v for k, v in out.items()}
-    out["test_per_entry"] = json.dumps(_jsonable(per_entry))
-    return out
+    cond = info["condition_class"]
+    out = evaluate(model, test, train["num_samples"], generator=_eval_gen(trial["seed"], -1),
+                   condition_class=cond, per_entry=True, **common)
+    result = test_result(out, out.pop("per_entry"), out.pop("probs"), labels, train["ece_bins"])
+    if trial["family"] == "none":
+        val = Split.from_arrays(_ns(data["val"]), device, items=train["val_items"])
+        temperature = fit_temperatures(teacher_forced_logits(model, val), val.sequences.cpu().numpy())
+        ts = evaluate(model, test, train["num_samples"], generator=_eval_gen(trial["seed"], -2),
+                      condition_class=cond, per_entry=True, temperature=torch.as_tensor(temperature), **common)
+        per_entry = ts.pop("per_entry")
+        per_entry["temperature"] = temperature
+        ts["temperature_mean"] = float(temperature.mean())
+        scaled = test_result(ts, per_entry, ts.pop("probs"), labels, train["ece_bins"])
+        result.update({TS_PREFIX + k.removeprefix("test/"): v for k, v in scaled.items() if k != "test_per_entry"})
+        result[TS_PREFIX + "per_entry"] = scaled["test_per_entry"]
+    return result
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, np.ndarray):
-        return [None if not np.isfinite(x) else float(x) for x in obj.ravel()]
-    return obj
-
-
-def _report_test(model, data, train, info, common, seed, epoch, val, device) -> None:
+def _report_test(model, data, train, info, common, trial, epoch, val, device) -> None:
     result = {"epoch": epoch, **val}
-    result.update(_test_metrics(model, data, train, info, common, seed, device))
+    result.update(_test_metrics(model, data, train, info, common, trial, device))
     result["score"] = float(val["val/ece"])
     tune.report(result)

@@ -67,6 +67,41 @@ def test_fast_sampler_matches_naive_reference_draw_for_draw(absorbing):
         assert hit[..., 5].float().mean() > 0.3
 
 
+def test_temperature_matches_naive_reference_draw_for_draw():
+    torch.manual_seed(2)
+    sim = Simulator(4, encoder="small", embed_dim=6, hidden=6).double()
+    x, L = images(3), 9
+    temperature = torch.linspace(0.5, 2.0, L, dtype=torch.float64)
+    fast = sim.sample(x, 40, L, generator=torch.Generator().manual_seed(4), temperature=temperature)
+    slow = naive_sample(sim, x, 40, L, generator=torch.Generator().manual_seed(4), temperature=temperature)
+    plain = sim.sample(x, 40, L, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(fast, slow) and not torch.equal(fast, plain)
+    ones = sim.sample(x, 40, L, generator=torch.Generator().manual_seed(4), temperature=torch.ones(L))
+    assert torch.equal(ones, plain)
+
+
+def test_temperature_samples_the_tempered_chain():
+    # Entry i drawn from softmax(log P[prev] / T_i): the tempered chain's marginals.
+    sim = chain_simulator()
+    L, M = 6, 4000
+    temperature = torch.tensor([2.0, 0.5, 1.0, 3.0, 1.0, 0.7], dtype=torch.float64)
+    s = sim.sample(images(1), M, L, generator=torch.Generator().manual_seed(5), temperature=temperature)
+
+    def tempered(p, t):
+        q = np.exp(np.log(np.clip(p, 1e-300, None)).clip(min=-200.0) / t)
+        return q / q.sum(axis=-1, keepdims=True)
+
+    cur, exact = tempered(P0, 2.0), []
+    exact.append(cur)
+    for t in temperature[1:].tolist():
+        cur = cur @ tempered(P, t)
+        exact.append(cur)
+    exact = np.array(exact)
+    est = marginal_probs(s, 3)[0]
+    se = np.sqrt(exact * (1 - exact) / M) + 1e-12
+    assert np.all(np.abs(est - exact) <= 4 * se + 1e-9)
+
+
 def test_sampled_marginals_match_the_chain():
     sim = chain_simulator()
     L, M = 8, 4000
@@ -98,3 +133,7 @@ def test_bad_arguments_are_refused():
         sim.sample(images(1, 8), 2, 3, prefix=[0, 1, 2, 0])
     with pytest.raises(ValueError, match="absorbing"):
         sim.sample(images(1, 8), 2, 3, absorbing=5)
+    with pytest.raises(ValueError, match="temperature"):
+        sim.sample(images(1, 8), 2, 3, temperature=torch.tensor([1.0, 0.0, 1.0]))
+    with pytest.raises(ValueError, match="temperature"):
+        sim.sample(images(1, 8), 2, 3, temperature=torch.ones(4))

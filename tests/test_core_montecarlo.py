@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune.montecarlo import conditional_probs, interval, marginal_probs, time_to_event
+from focus_tune.montecarlo import conditional_probs, interval, leak, marginal_probs, time_to_event
 
 from chain import draw_chain, exact_marginals
 
@@ -71,3 +71,26 @@ def test_time_to_event_of_the_chain_matches_its_law():
     for k in range(L - 1):
         emp = (t > k + 1).mean()
         assert abs(emp - survive[k]) <= 4 * np.sqrt(survive[k] * (1 - survive[k]) / M) + 1e-9
+
+
+def test_leak_by_hand():
+    # event 2; 5 samples of one item, L = 4:
+    #   [0, 2, 2, 2] reaches, stays          [0, 2, 1, 2] reaches, leaves (and comes back)
+    #   [2, 0, 0, 0] reaches, leaves         [0, 1, 0, 1] never reaches
+    #   [0, 0, 0, 2] reaches at the last entry, cannot leave
+    # -> 4 reach the event, 2 of them leave it: leak 0.5.
+    s = np.array([[[0, 2, 2, 2], [0, 2, 1, 2], [2, 0, 0, 0], [0, 1, 0, 1], [0, 0, 0, 2]]])
+    assert leak(s, 2) == (0.5, 4)
+    frac, n = leak(np.zeros((1, 3, 4), dtype=int), 2)
+    assert n == 0 and np.isnan(frac)
+
+
+def test_leak_equals_a_naive_loop():
+    rng = np.random.default_rng(7)
+    s = rng.choice(3, size=(6, 50, 9), p=[0.5, 0.3, 0.2])
+    reached = left = 0
+    for row in s.reshape(-1, 9).tolist():
+        if 2 in row:
+            reached += 1
+            left += any(y != 2 for y in row[row.index(2):])
+    assert leak(s, 2) == (left / reached, reached)

@@ -24,7 +24,6 @@ SCHEDULES = {"none": "rest=0", "constant": "l1..100=0.01", "time-dependent": "l1
 VALUES = {
     "none": {
         "test/marginal/ece": [0.10, 0.12, 0.14],
-        "test/marginal/ece_floor": [0.03, 0.03, 0.03],
         "test/marginal/auc": [0.70, 0.72, 0.71],
         "test/marginal/ce": [0.90, 0.95, 1.00],
         "test/marginal/brier": [0.20, 0.21, 0.22],
@@ -40,7 +39,6 @@ VALUES = {
     },
     "constant": {
         "test/marginal/ece": [0.08, 0.09, 0.10],
-        "test/marginal/ece_floor": [0.03, 0.03, 0.03],
         "test/marginal/auc": [0.75, 0.76, 0.74],
         "test/marginal/ce": [0.85, 0.86, 0.87],
         "test/marginal/brier": [0.19, 0.19, 0.20],
@@ -56,11 +54,12 @@ VALUES = {
     },
     "time-dependent": {
         "test/marginal/ece": [0.05, 0.06, 0.04],
-        "test/marginal/ece_floor": [0.03, 0.03, 0.03],
         "test/marginal/auc": [0.73, 0.74, 0.72],
         "test/marginal/ce": [0.80, 0.82, 0.81],
         "test/marginal/brier": [0.18, 0.185, 0.19],
         "test/marginal/rmse": [0.16, 0.17, 0.165],
+        "test/marginal/leak": [0.02, 0.03, 0.025],
+        "test/marginal/p_stay": [0.95, 0.96, 0.94],
         "test/conditional/ece": [0.07, 0.08, 0.06],
         "test/conditional/auc": [0.69, 0.70, 0.68],
         "test/conditional/ce": [0.95, 0.97, 0.96],
@@ -69,6 +68,30 @@ VALUES = {
         "test/interval/coverage": [0.85, 0.86, 0.84],
         "test/interval/relative_width": [0.70, 0.72, 0.71],
         "test/interval/relative_mae": [0.24, 0.25, 0.23],
+    },
+}
+# The baselines: the oracle is best on nearly everything but, as a reference, never bolded;
+# temperature-scaled is a model and is ranked (it has the best CE); image-blind has one row.
+BASELINE_VALUES = {
+    "temperature-scaled": {
+        "test/marginal/ece": [0.06, 0.07, 0.08],
+        "test/marginal/auc": [0.70, 0.72, 0.71],
+        "test/marginal/ce": [0.70, 0.71, 0.72],
+        "test/marginal/brier": [0.20, 0.21, 0.22],
+        "test/interval/coverage": [0.80, 0.82, 0.81],
+    },
+    "image-blind": {
+        "test/marginal/ece": [0.09],
+        "test/marginal/auc": [0.50],
+        "test/marginal/ce": [0.99],
+        "test/interval/coverage": [0.90],
+    },
+    "oracle": {
+        "test/marginal/ece": [0.02, 0.021, 0.019],
+        "test/marginal/auc": [0.90, 0.91, 0.92],
+        "test/marginal/ce": [0.50, 0.51, 0.52],
+        "test/marginal/leak": [0.0, 0.0, 0.0],
+        "test/interval/coverage": [0.90, 0.90, 0.90],
     },
 }
 
@@ -95,13 +118,12 @@ def per_entry(rng: np.random.Generator, shift: float) -> str:
     return json.dumps({
         "marginal": metrics,
         "conditional": {k: v[1:] for k, v in metrics.items()},
-        "floor": {"ece": [0.03] * L, "auc": [0.8] * L, "brier": [0.1] * L, "ce": [0.5] * L},
         "interval": {"lo": lo.tolist(), "hi": hi.tolist(), "point": ((lo + hi) / 2).tolist(), "true": true.tolist()},
         "reliability": reliability,
     })
 
 
-def make_finals(seeds: int = 3) -> dict[str, list[dict]]:
+def make_finals(seeds: int = 3, with_baselines: bool = False) -> dict[str, list[dict]]:
     rng = np.random.default_rng(0)
     finals = {}
     for family, metrics in VALUES.items():
@@ -111,6 +133,14 @@ def make_finals(seeds: int = 3) -> dict[str, list[dict]]:
              "test_per_entry": per_entry(rng, shift)}
             for s in range(seeds)
         ]
+    if with_baselines:
+        for family, metrics in BASELINE_VALUES.items():
+            n = len(next(iter(metrics.values())))
+            finals[family] = [
+                {**{k: v[s] for k, v in metrics.items()}, "seed": None if n == 1 else s,
+                 "test_per_entry": per_entry(rng, 0.02)}
+                for s in range(n)
+            ]
     return finals
 
 
@@ -165,7 +195,8 @@ def test_markdown_means_and_standard_errors(full):
     assert marginal["none"]["RMSE to exact"] == cell(VALUES["none"]["test/marginal/rmse"])
     assert marginal["constant"]["CE"] == cell(VALUES["constant"]["test/marginal/ce"])
     assert marginal["time-dependent"]["BS"] == cell(VALUES["time-dependent"]["test/marginal/brier"], bold=True)
-    assert marginal["none"]["ECE floor"] == "0.0300 ± 0.0000"
+    assert marginal["time-dependent"]["leak"] == cell(VALUES["time-dependent"]["test/marginal/leak"])
+    assert marginal["none"]["leak"] == "n/a"
     conditional = table_cells(md, "Conditional on entry 1 = healthy")
     assert conditional["time-dependent"]["ECE"] == cell(VALUES["time-dependent"]["test/conditional/ece"], bold=True)
     assert conditional["none"]["items"] == "31"
@@ -173,7 +204,7 @@ def test_markdown_means_and_standard_errors(full):
     assert interval["none"]["relative MAE"] == cell(VALUES["none"]["test/interval/relative_mae"])
     assert all(row["seeds"] == "n=3" for row in marginal.values())
     assert "`l1=0.01 l2..6=0.005 rest=0`" in section(md, "Chosen schedules")
-    assert "ECE floor" in md and "small test set" in md
+    assert "ECE floor" not in md and "Baselines:" not in md  # no baseline rows here
     assert (full[0] / "results.md").read_text() == md
 
 
@@ -183,7 +214,7 @@ def test_bold_picks_the_best_family(full):
         return [f for f, row in table_cells(md, title).items() if "**" in row[column]]
     assert bolded("Marginal", "ECE") == ["time-dependent"]
     assert bolded("Marginal", "AUC") == ["constant"]
-    assert bolded("Marginal", "ECE floor") == []  # a property of the data, not ranked
+    assert bolded("Marginal", "leak") == []  # a diagnostic, not ranked
     assert bolded("Time to event", "coverage") == ["time-dependent"]  # closest to 0.9, not highest
     assert bolded("Time to event", "relative width") == ["none"]
     assert bolded("Conditional on entry 1", "items") == []
@@ -255,12 +286,12 @@ def test_keys_missing_everywhere(tmp_path):
     finals = copy.deepcopy(make_finals())
     for rows in finals.values():
         for row in rows:
-            for key in [k for k in row if k.startswith("test/conditional/") or k.endswith(("rmse", "ece_floor"))]:
+            for key in [k for k in row if k.startswith("test/conditional/") or k.endswith(("rmse", "leak", "p_stay"))]:
                 del row[key]
             row["test_per_entry"] = json.dumps({"marginal": {"ece": [0.1] * L}})
     report = write_report(tmp_path, "hero", "quick", finals, SCHEDULES, ["NOOP", "FIRE"], 0)
     marginal = table_cells(report.markdown, "Marginal")
-    assert "RMSE to exact" not in marginal["none"] and "ECE floor" not in marginal["none"]
+    assert "RMSE to exact" not in marginal["none"] and "leak" not in marginal["none"]
     assert "No conditional results" in report.markdown
     assert "entry 1 = NOOP" in report.markdown
     assert all(mpimg.imread(p).shape[0] > 100 for p in report.files if p.suffix == ".png")
@@ -287,3 +318,44 @@ def test_family_without_seeds_is_skipped(tmp_path):
     assert list(marginal) == ["none", "time-dependent"]  # the paper's order, whatever the input's
     assert "`constant` has no finished seed" in report.markdown
     assert not any(k.startswith("constant/") for k in report.summary)
+
+
+@pytest.fixture(scope="module")
+def with_baselines(tmp_path_factory):
+    out = tmp_path_factory.mktemp("baselines")
+    return out, write_report(out, "hero", "quick", make_finals(with_baselines=True), SCHEDULES, CLASSES, 0)
+
+
+def test_baseline_rows_in_every_table(with_baselines):
+    out, report = with_baselines
+    md = report.markdown
+    order = ["none", "constant", "time-dependent", "temperature-scaled", "image-blind", "oracle"]
+    for title in ("Marginal", "Conditional", "Time to event"):
+        assert list(table_cells(md, title)) == order
+    marginal = table_cells(md, "Marginal")
+    assert marginal["oracle"]["ECE"] == cell(BASELINE_VALUES["oracle"]["test/marginal/ece"])  # lowest, not bold
+    assert marginal["image-blind"]["seeds"] == "n=1" and marginal["image-blind"]["ECE"] == "0.0900"
+    assert marginal["temperature-scaled"]["CE"] == cell(BASELINE_VALUES["temperature-scaled"]["test/marginal/ce"],
+                                                        bold=True)
+    bolded = [f for f, row in marginal.items() if "**" in row["ECE"]]
+    assert bolded == ["time-dependent"]  # the oracle (0.02) is a reference, not ranked
+    assert table_cells(md, "Time to event")["oracle"]["coverage"] == "0.9000 ± 0.0000"
+    assert "Baselines:" in md and "oracle" in section(md, "Chosen schedules")
+    for family in order[3:]:
+        assert any(line.startswith(family) for line in report.table.splitlines()), family
+    assert report.summary["oracle/test/marginal/ece"] == pytest.approx(0.02)
+    assert report.summary["image-blind/test/marginal/auc"] == pytest.approx(0.50)
+
+
+def test_baseline_rows_in_the_csv(with_baselines):
+    out, _ = with_baselines
+    with (out / "results.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0])[:3] == ["family", "stat", "seed"]
+    count = {f: sum(r["family"] == f for r in rows) for f in ("temperature-scaled", "image-blind", "oracle")}
+    assert count == {"temperature-scaled": 3 + 2, "image-blind": 1 + 2, "oracle": 3 + 2}
+    blind = [r for r in rows if r["family"] == "image-blind"]
+    assert [r["stat"] for r in blind] == ["value", "mean", "se"] and blind[0]["seed"] == ""
+    assert float(blind[1]["test/marginal/auc"]) == 0.5 and blind[2]["test/marginal/auc"] == ""
+    oracle_mean = next(r for r in rows if r["family"] == "oracle" and r["stat"] == "mean")
+    assert float(oracle_mean["test/marginal/ece"]) == pytest.approx(hand([0.02, 0.021, 0.019])[0])

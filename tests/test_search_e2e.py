@@ -72,11 +72,17 @@ def test_full_procedure_report_and_mlflow(uninterrupted):
     for name in ("results.md", "results.csv", "entry_ece.png", "reliability.png", "intervals.png"):
         assert (report / name).stat().st_size > 0, name
     md = (report / "results.md").read_text()
-    assert "ECE floor" in md and "time-dependent" in md and "n=3" in md
+    assert "time-dependent" in md and "n=3" in md
+    for baseline in ("temperature-scaled", "image-blind", "oracle"):  # rows of every table
+        assert f"| {baseline} |" in md and f"\n{baseline} " in out, baseline
+    assert "ECE floor" not in md
 
     parents, kids = children(work)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert parents[0].data.params["chosen_schedule"].startswith("l1")
+    for key in ("oracle/test/marginal/ece", "image-blind/test/marginal/ce", "temperature-scaled/test/marginal/ece",
+                "none/test/marginal/leak"):
+        assert key in parents[0].data.metrics, key
     kid_ids = sorted(k.data.tags["trial_id"] for k in kids)
     assert kid_ids == sorted(ids), "one child run per trial"
     for k in kids:
