@@ -68,6 +68,7 @@ class TrainConfig:
     # Evaluation sampling: "model" draws every entry from the model (a model that leaves
     # END / dead is scored with its leak); "forced" repeats the event once drawn (faster).
     absorbing: str = "model"
+    encoder_width: int = 64  # channels of ResNet-18's first stage (64: the standard network)
 
 
 @dataclass(frozen=True)
@@ -482,6 +483,7 @@ _TRAIN_CHECKS: dict[str, Callable[[_Context, Any, str], Any]] = {
     "val_items": _optional_positive_int,
     "test_items": _optional_positive_int,
     "absorbing": _choice(ABSORBING),
+    "encoder_width": _positive_int,
 }
 _GRID_CHECKS: dict[str, Callable[[_Context, Any, str], Any]] = {
     "lambdas": _grid_list(_lambda("lambdas"), "lambdas"),

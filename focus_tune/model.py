@@ -12,16 +12,38 @@ from typing import Sequence
 import torch
 import torch.nn as nn
 import torchvision
+from torchvision.models.resnet import BasicBlock
 
 ENCODERS = ("resnet18", "small")
 
 
-def _resnet18(in_channels: int, embed_dim: int) -> nn.Module:
-    # Random init: nothing is downloaded. Small inputs (32x32) still work: ResNet-18 ends
-    # in adaptive average pooling.
-    net = torchvision.models.resnet18(weights=None, num_classes=embed_dim)
-    if in_channels != 3:
-        net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+def _resnet18(in_channels: int, embed_dim: int, width: int = 64) -> nn.Module:
+    """ResNet-18 (He et al. 2016; torchvision's layout) with ``width`` channels in its first stage.
+
+    width = 64 is the standard network (11.2M parameters, the paper's encoder); the stages
+    have width, 2, 4 and 8 x width channels, so width = 32 has a quarter of the
+    parameters and multiply-adds with the same depth and receptive fields. Random init:
+    nothing is downloaded. Small inputs (32x32) work: the network ends in adaptive average
+    pooling.
+    """
+    if width == 64:
+        net = torchvision.models.resnet18(weights=None, num_classes=embed_dim)
+        if in_channels != 3:
+            net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        return net
+    net = torchvision.models.resnet.ResNet(BasicBlock, [2, 2, 2, 2], num_classes=embed_dim)
+    # Same stem and stages, narrower: rebuild them at `width` with torchvision's own blocks.
+    net.conv1 = nn.Conv2d(in_channels, width, kernel_size=7, stride=2, padding=3, bias=False)
+    net.bn1 = nn.BatchNorm2d(width)
+    net.inplanes = width
+    net.layer1 = net._make_layer(BasicBlock, width, 2)
+    net.layer2 = net._make_layer(BasicBlock, 2 * width, 2, stride=2)
+    net.layer3 = net._make_layer(BasicBlock, 4 * width, 2, stride=2)
+    net.layer4 = net._make_layer(BasicBlock, 8 * width, 2, stride=2)
+    net.fc = nn.Linear(8 * width, embed_dim)
+    for m in net.modules():  # torchvision's initialisation, for the rebuilt layers
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
     return net
 
 
@@ -44,6 +66,7 @@ class Simulator(nn.Module):
         embed_dim: size of the image embedding; projected to ``hidden`` if they differ.
         hidden: LSTM hidden size (paper: 256).
         in_channels: image channels.
+        encoder_width: channels of ResNet-18's first stage (64 = the standard network).
     """
 
     def __init__(
@@ -53,6 +76,7 @@ class Simulator(nn.Module):
         embed_dim: int = 256,
         hidden: int = 256,
         in_channels: int = 3,
+        encoder_width: int = 64,
     ):
         super().__init__()
         if encoder not in ENCODERS:
@@ -61,8 +85,10 @@ class Simulator(nn.Module):
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
         self.num_classes = num_classes
         self.hidden = hidden
-        build = _resnet18 if encoder == "resnet18" else _small_cnn
-        self.encoder = build(in_channels, embed_dim)
+        if encoder == "resnet18":
+            self.encoder = _resnet18(in_channels, embed_dim, encoder_width)
+        else:
+            self.encoder = _small_cnn(in_channels, embed_dim)
         self.to_h0 = nn.Identity() if embed_dim == hidden else nn.Linear(embed_dim, hidden)
         # Token num_classes is the start token.
         self.token = nn.Embedding(num_classes + 1, hidden)

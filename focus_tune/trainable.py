@@ -54,6 +54,7 @@ def build_model(train: dict, data_info: dict) -> Simulator:
     return Simulator(
         data_info["num_classes"], encoder=train["encoder"], embed_dim=train["embed_dim"],
         hidden=train["hidden"], in_channels=data_info["in_channels"],
+        encoder_width=train["encoder_width"],
     )
 
 

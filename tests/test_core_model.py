@@ -137,3 +137,26 @@ def test_bad_arguments_are_refused():
         sim.sample(images(1, 8), 2, 3, temperature=torch.tensor([1.0, 0.0, 1.0]))
     with pytest.raises(ValueError, match="temperature"):
         sim.sample(images(1, 8), 2, 3, temperature=torch.ones(4))
+
+
+def test_resnet18_width_keeps_the_architecture():
+    """encoder_width narrows every stage of ResNet-18 and keeps its depth and layout."""
+    import torchvision
+
+    standard = Simulator(5, "resnet18", 32, 32).encoder
+    reference = torchvision.models.resnet18(weights=None, num_classes=32)
+    assert [p.shape for p in standard.parameters()] == [p.shape for p in reference.parameters()]
+
+    narrow = Simulator(5, "resnet18", 32, 32, encoder_width=32).encoder
+    convs = [m for m in narrow.modules() if isinstance(m, torch.nn.Conv2d)]
+    ref_convs = [m for m in reference.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == len(ref_convs) == 20  # 17 3x3/7x7 convs + 3 downsampling 1x1
+    for a, b in zip(convs, ref_convs):
+        assert a.kernel_size == b.kernel_size and a.stride == b.stride
+        assert a.out_channels * 2 == b.out_channels
+    n_narrow = sum(p.numel() for p in narrow.parameters())
+    n_ref = sum(p.numel() for p in reference.parameters())
+    assert 0.2 < n_narrow / n_ref < 0.3  # channels halved -> about a quarter of the weights
+    out = Simulator(5, "resnet18", 32, 32, encoder_width=16)(
+        torch.zeros(2, 3, 32, 32, dtype=torch.uint8), torch.zeros(2, 4, dtype=torch.long))
+    assert out.shape == (2, 4, 5)
