@@ -50,7 +50,7 @@ END = len(ALE_ACTIONS)  # 18
 CLASS_NAMES = ALE_ACTIONS + ["END"]
 ROM_IDS = {"hero": "hero", "seaquest": "seaquest", "riverraid": "riverraid",
            "bankheist": "bank_heist", "roadrunner": "road_runner"}
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 
 # Direction of each action: +1 right / up / fire, -1 left / down, 0 otherwise.
 _HORIZONTAL = np.array([("RIGHT" in a) - ("LEFT" in a) for a in ALE_ACTIONS], np.float64)
@@ -72,15 +72,15 @@ class PlayerModel:
 
     preferences: dict[str, float]  # logits of the favoured actions; the others get `other`
     first_action: str
-    first_bonus: float = 1.0
+    first_bonus: float = 2.0
     other: float = -1.5
     hold_s: float = 0.4  # mean key-hold time at z = 0
     weibull_shape: float = 1.4
-    steer: float = 1.0
-    climb: float = 0.6
-    fire: float = 0.8
-    hold_effect: float = 0.25  # log hold time per unit of standardised brightness
-    hazard_effects: tuple[float, float, float, float] = (0.15, -0.10, -0.25, 0.20)  # per FEATURES
+    steer: float = 2.0
+    climb: float = 1.2
+    fire: float = 1.6
+    hold_effect: float = 0.5  # log hold time per unit of standardised brightness
+    hazard_effects: tuple[float, float, float, float] = (0.3, -0.2, -0.5, 0.4)  # per FEATURES
 
     def logits(self) -> np.ndarray:
         """Base action logits: float64 [18]."""

@@ -62,7 +62,7 @@ class DatasetSpec:
 
 
 _SMOKE = (48, 24, 24)
-_QUICK = (500, 250, 1000)
+_QUICK = (1000, 250, 1000)
 _RGB32 = (3, 32, 32)
 
 # (game, profile): (train, val, test, (C, H, W), L, sampling freq)
