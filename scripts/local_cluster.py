@@ -112,16 +112,18 @@ class LocalCluster:
 
     # -- start / stop ---------------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> "LocalCluster":
+        if os.path.islink(self.root):
+            raise RefusedRoot(f"{self.root}: the cluster root must be a folder, not a symbolic link")
         self.root = Path(self.root).resolve()
         # Ray's unix sockets live at <root>/<node>/session_<40 chars>/sockets/plasma_store and a
         # socket path may have at most 107 bytes.
         if len(str(self.root)) > 32:
             raise ValueError(f"cluster root {self.root} is too long for Ray's socket paths; use e.g. /tmp/ftc")
-        self.root.mkdir(parents=True, exist_ok=True)
-        if not self.token_path.exists():
-            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_hex(32))
+        _claim_root(self.root)
+        # A token made here, never one found there: O_EXCL fails if the file (or a link) exists.
+        fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
         self.port = self.port or free_port()
         self.started_at = time.time()
         try:
@@ -145,7 +147,7 @@ class LocalCluster:
 
     def _start_node(self, name: str, extra: list[str], timeout: float) -> None:
         temp_dir = self.root / name  # per node: its own session and log folders
-        temp_dir.mkdir(exist_ok=True)
+        temp_dir.mkdir(mode=0o700)  # new: fails if anything (a link too) is there already
         log = self.root / f"{name}.log"
         cmd = [
             _ray_bin(), "start", "--block", *extra,
@@ -157,7 +159,7 @@ class LocalCluster:
             f"--dashboard-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
             "--disable-usage-stats",
         ]
-        with open(log, "wb") as out:
+        with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=self.full_env(), start_new_session=True)
         node = Node(name, str(temp_dir), proc.pid, str(log))
@@ -261,14 +263,67 @@ class LocalCluster:
     def save(self) -> None:
         data = asdict(self)
         data["root"] = str(self.root)
-        (Path(self.root) / STATE).write_text(json.dumps(data, indent=1))
+        file = Path(self.root) / STATE
+        tmp = file.with_name(f".{STATE}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=1))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, file)  # replaces the name, never writes through a link
 
     @classmethod
     def load(cls, root: Path) -> "LocalCluster":
-        data = json.loads((Path(root) / STATE).read_text())
+        root = Path(root)
+        _check_owned(root, "cluster root")
+        file = root / STATE
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
+        if os.fstat(fd).st_uid != os.getuid():
+            os.close(fd)
+            raise RefusedRoot(f"{file}: owned by another user; not a cluster of ours")
+        with os.fdopen(fd) as f:
+            data = json.loads(f.read())
+        if Path(data.get("root", "")).resolve() != root.resolve():
+            raise RefusedRoot(f"{file}: records the root {data.get('root')!r}, not {root}; not a cluster of ours")
         data["nodes"] = [Node(**n) for n in data["nodes"]]
         data["root"] = Path(data["root"])
         return cls(**data)
+
+
+class RefusedRoot(RuntimeError):
+    """A --root this script did not create (or cannot trust): it is left untouched."""
+
+
+def _check_owned(path: Path, what: str) -> None:
+    """A real folder (not a link), ours, that no other user can write."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise RefusedRoot(f"{path}: no such {what}") from None
+    import stat as stat_
+
+    if stat_.S_ISLNK(st.st_mode) or not stat_.S_ISDIR(st.st_mode):
+        raise RefusedRoot(f"{path}: the {what} must be a folder, not a symbolic link or a file")
+    if st.st_uid != os.getuid():
+        raise RefusedRoot(f"{path}: the {what} belongs to another user; choose a new folder")
+    if st.st_mode & 0o022:
+        raise RefusedRoot(f"{path}: the {what} is writable by other users (mode {oct(st.st_mode & 0o777)}); "
+                          "choose a new folder")
+
+
+def _claim_root(root: Path) -> None:
+    """Create ``root`` (mode 0700), or accept it only if it is an empty folder of ours that no
+    one else can write (e.g. made by ``mktemp -d``): never a folder, a token or a link that
+    someone else prepared."""
+    try:
+        root.mkdir(mode=0o700, parents=True)
+        return
+    except FileExistsError:
+        pass
+    _check_owned(root, "cluster root")
+    if any(root.iterdir()):
+        raise RefusedRoot(f"{root}: the cluster root is not empty; this script only uses a folder it creates "
+                          "(or an empty one of yours): choose a new --root")
 
 
 def _is_ray(cmdline: str) -> bool:
@@ -393,16 +448,22 @@ def main(argv: list[str] | None = None) -> int:
     down.add_argument("--root", required=True)
     args = p.parse_args(argv)
 
-    if args.cmd == "down":
-        if not (Path(args.root) / STATE).exists():
-            print(f"no cluster recorded in {args.root}", file=sys.stderr)
-            return 1
-        pids = LocalCluster.load(Path(args.root)).stop()
-        print(f"stopped {len(pids)} processes of {args.root}")
-        return 0
-    cluster = _cluster_from(args)
+    try:
+        if args.cmd == "down":
+            if not (Path(args.root) / STATE).exists():
+                print(f"no cluster recorded in {args.root}", file=sys.stderr)
+                return 1
+            pids = LocalCluster.load(Path(args.root)).stop()
+            print(f"stopped {len(pids)} processes of {args.root}")
+            return 0
+        cluster = _cluster_from(args)
+        _claim_root(Path(cluster.root))  # the path as given (a link is refused), before anything is written
+        if args.cmd == "up":
+            cluster.start()
+    except (RefusedRoot, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.cmd == "up":
-        cluster.start()
         print(f"{len(cluster.nodes)} nodes up at {cluster.address}; root {cluster.root}")
         print("in the shell that talks to it:")
         for k, v in cluster.env.items():
