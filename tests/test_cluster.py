@@ -89,11 +89,13 @@ def test_setup_installs_the_project_at_its_pins(cfg):
         if m and m.group(1) in PINNED:
             pins[m.group(1)] = m.group(3)
     assert set(pins) == set(PINNED), f"pyproject.toml no longer pins {set(PINNED) - set(pins)}"
+    locked = lock_file()
+    for name, version in pins.items():
+        assert locked.get(name) == version, (name, version, locked.get(name))
     for setup in ("head_setup_commands", "worker_setup_commands"):  # setup_commands merged into both
         text = " ".join(cfg[setup])
-        for name, version in pins.items():
-            assert re.search(rf"\b{name}(\[[^\]]*\])?=={re.escape(version)}\b", text), (setup, name, version)
-        assert "-e ~/focus-tune" in text, setup
+        assert "-r ~/focus-tune/requirements-cluster.txt" in text, setup
+        assert "--no-deps -e ~/focus-tune" in text, setup
     # The repository is what gets installed: synced to the path pip installs.
     assert cfg["file_mounts"].get("/home/ubuntu/focus-tune") == "."
 
@@ -139,3 +141,34 @@ def test_token_auth_in_every_process(cfg):
     assert any("export RAY_AUTH_MODE=token" in c for c in cfg["initialization_commands"])
     assert cfg["file_mounts"].get("/home/ubuntu/.ray/auth_token") == "~/.ray/auth_token"
     assert "RAY_AUTH_MODE=disabled" not in " ".join(commands(cfg))
+
+
+def lock_file() -> dict[str, str]:
+    """requirements-cluster.txt as {name: version}; every line must be an exact pin."""
+    out = {}
+    for line in (ROOT / "requirements-cluster.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([A-Za-z0-9_.+!-]+)", line)
+        assert m, f"requirements-cluster.txt: {line!r} is not an exact pin"
+        out[m.group(1).lower()] = m.group(2)
+    return out
+
+
+def test_nothing_installed_unpinned(cfg):
+    """No `curl | sh`, no package without its exact version, no requirement the lock file lacks."""
+    locked = lock_file()
+    assert {"ray", "torch", "mlflow", "boto3", "aiohttp"} <= set(locked)
+    for command in commands(cfg):
+        assert not re.search(r"(curl|wget)[^|]*\|\s*(ba|z)?sh", command), command
+        for m in re.finditer(r"(?:pip|uv pip) install (.*)", command):
+            for arg in m.group(1).split():
+                arg = arg.strip('"\'')
+                if arg.startswith("-") or arg.startswith("~/") or arg.startswith("/"):
+                    continue
+                assert re.fullmatch(r"[A-Za-z0-9_.\[\],-]+==[A-Za-z0-9_.+-]+", arg), (arg, command)
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in pyproject:
+        name = re.match(r"[A-Za-z0-9_.-]+", dep).group(0).lower().replace("_", "-")
+        assert name in locked, f"{name} (pyproject.toml) is missing from requirements-cluster.txt"
