@@ -98,17 +98,35 @@ class Tracker:
     def log_artifacts(self, folder: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifacts(self.parent_run_id, str(folder), artifact_path)
 
-    def log_model(self, model, name: str) -> None:
-        """A final model in the parent run (``mlflow.pytorch``)."""
-        import mlflow.pytorch
+    def log_model(self, folder: Path, name: str) -> str:
+        """A final model folder (``model_io.save_model``: numpy weights + JSON, no pickle) as a
+        logged model of the parent run; returns its id (load with ``model_io.load_model("models:/<id>")``)."""
+        model = self.client.create_logged_model(self.experiment_id, name=name, source_run_id=self.parent_run_id,
+                                                tags={"format": "focus-tune-state-dict-npz"})
+        try:
+            self.client.log_model_artifacts(model.model_id, str(folder))
+        except BaseException:
+            self.client.finalize_logged_model(model.model_id, "FAILED")
+            raise
+        self.client.finalize_logged_model(model.model_id, "READY")
+        return model.model_id
 
-        logging.getLogger("mlflow.pytorch").setLevel(logging.ERROR)  # the pickle-format notice
-        with mlflow.start_run(run_id=self.parent_run_id):
-            # "pickle": the default "pt2" needs torch.export of an input example.
-            mlflow.pytorch.log_model(model, name=name, serialization_format="pickle")
+    def reopen(self) -> None:
+        """A resumed search: its parent run is RUNNING again (it may have ended FAILED or KILLED)."""
+        self.client.update_run(self.parent_run_id, status="RUNNING")
 
-    def finish(self, failed: bool = False) -> None:
-        self.client.set_terminated(self.parent_run_id, status="FAILED" if failed else "FINISHED")
+    def end_running_children(self, status: str, reason: str) -> None:
+        """End the child runs still RUNNING (trials cut by an interrupt or an error)."""
+        for run in self._child_runs():
+            if run.info.status == "RUNNING":
+                self.client.set_tag(run.info.run_id, "stop_reason", reason[:4000])
+                self.client.set_terminated(run.info.run_id, status=status)
+
+    def finish(self, failed: bool = False, status: str | None = None, reason: str | None = None) -> None:
+        """End the parent run: FINISHED, FAILED or KILLED; ``reason`` is kept as its stop_reason tag."""
+        if reason:
+            self.client.set_tag(self.parent_run_id, "stop_reason", reason[:4000])
+        self.client.set_terminated(self.parent_run_id, status=status or ("FAILED" if failed else "FINISHED"))
 
 
 def _is_metric(key: str, value) -> bool:
