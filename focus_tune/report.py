@@ -326,6 +326,7 @@ def _markdown(game: str, profile: str, families: Sequence[str], skipped: Sequenc
     lines += _section(f"Conditional on entry 1 = {condition}", CONDITIONAL, families, finals,
                       "No conditional results: the condition was not evaluated or no test item meets it.")
     lines += _section(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals, "No interval results.")
+    lines += _difference_lines(families, finals)
     return "\n".join(lines + _figure_lines())
 
 
@@ -334,6 +335,63 @@ def _plain(game: str, profile: str, families: Sequence[str], finals: Mapping) ->
     lines += _plain_table("Marginal", _columns(MARGINAL, families, finals), families, finals) + [""]
     lines += _plain_table(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals)
     return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- differences between families
+
+COMPARED = ("constant", "time-dependent", "temperature-scaled")  # each against "none"
+COMPARED_COLUMNS = (MARGINAL[0], MARGINAL[2], MARGINAL[1], MARGINAL[4], INTERVAL[0], INTERVAL[1])
+
+
+def welch(a: Iterable[Any], b: Iterable[Any]) -> tuple[float, float]:
+    """(mean(a) - mean(b), two-sided Welch t-test p-value) over the finite values.
+
+    The p-value is NaN with fewer than two values on either side or no spread at all.
+    """
+    from scipy import stats
+
+    x, y = _finite(a), _finite(b)
+    if x.size == 0 or y.size == 0:
+        return math.nan, math.nan
+    diff = float(x.mean() - y.mean())
+    if x.size < 2 or y.size < 2 or (x.std() == 0 and y.std() == 0):
+        return diff, math.nan
+    return diff, float(stats.ttest_ind(x, y, equal_var=False).pvalue)
+
+
+def differences(families: Sequence[str], finals: Mapping) -> dict[str, tuple[float, float]]:
+    """{"<family>/<key>": (mean difference to none, Welch p)} for the compared families."""
+    if "none" not in families:
+        return {}
+    out = {}
+    for f in (f for f in COMPARED if f in families):
+        for col in COMPARED_COLUMNS:
+            diff, p = welch((r.get(col.key) for r in finals[f]), (r.get(col.key) for r in finals["none"]))
+            if math.isfinite(diff):
+                out[f"{f}/{col.key}"] = (diff, p)
+    return out
+
+
+def _difference_lines(families: Sequence[str], finals: Mapping) -> list[str]:
+    diffs = differences(families, finals)
+    compared = [f for f in COMPARED if f in families and any(k.startswith(f + "/") for k in diffs)]
+    if not compared:
+        return []
+    cols = [c for c in COMPARED_COLUMNS if any(f"{f}/{c.key}" in diffs for f in compared)]
+    lines = ["## Differences from `none`", "",
+             "Mean difference (family - none) over seeds and the two-sided Welch t-test p-value "
+             "(with 3 seeds a test has little power: a large p says the seeds do not separate the "
+             "families, not that they are equal).", "",
+             "| family | " + " | ".join(c.label for c in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    for f in compared:
+        cells = []
+        for c in cols:
+            diff, p = diffs.get(f"{f}/{c.key}", (math.nan, math.nan))
+            cells.append(NA if not math.isfinite(diff) else
+                         f"{diff:+.{c.decimals}f} (p = {p:.3f})" if math.isfinite(p) else f"{diff:+.{c.decimals}f} (p n/a)")
+        lines.append(f"| {f} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 # ----------------------------------------------------------------------------- csv and summary
@@ -377,6 +435,9 @@ def _summary(families: Sequence[str], finals: Mapping) -> dict[str, float]:
             mean, _ = aggregate(row.get(key) for row in finals[f])
             if key.startswith("test/") and math.isfinite(mean):
                 out[f"{f}/{key}"] = mean
+    for name, (_, p) in differences(families, finals).items():
+        if math.isfinite(p):
+            out[f"{name}/welch_p_vs_none"] = p
     return out
 
 

@@ -359,3 +359,37 @@ def test_baseline_rows_in_the_csv(with_baselines):
     assert float(blind[1]["test/marginal/auc"]) == 0.5 and blind[2]["test/marginal/auc"] == ""
     oracle_mean = next(r for r in rows if r["family"] == "oracle" and r["stat"] == "mean")
     assert float(oracle_mean["test/marginal/ece"]) == pytest.approx(hand([0.02, 0.021, 0.019])[0])
+
+
+def test_welch_against_hand_computed_values():
+    from focus_tune.report import welch
+
+    # means 2 and 5, variances 1 and 1, n = 3: t = -3 / sqrt(2/3) = -3.674, df = 4 -> p = 0.02131
+    diff, p = welch([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    assert diff == pytest.approx(-3.0)
+    assert p == pytest.approx(0.02131, abs=2e-5)
+    # unequal variances: Welch-Satterthwaite df, not the pooled test
+    diff, p = welch([0.0, 1.0, 2.0, 3.0], [10.0, 20.0, 30.0])
+    assert diff == pytest.approx(1.5 - 20.0)
+    va, vb = statistics.variance([0, 1, 2, 3]) / 4, statistics.variance([10, 20, 30]) / 3
+    t = (1.5 - 20.0) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / 3 + vb**2 / 2)  # Welch-Satterthwaite
+    assert t == pytest.approx(-3.1845, abs=1e-4) and df == pytest.approx(2.050, abs=1e-3)
+    from scipy.stats import t as student_t
+
+    assert p == pytest.approx(2 * student_t.sf(abs(t), df))
+    assert math.isnan(welch([1.0], [2.0, 3.0])[1])  # one value: no test
+    assert math.isnan(welch([1.0, float("nan")], [2.0, 3.0])[1])  # NaN counts as no value
+
+
+def test_differences_section_and_summary(full):
+    from scipy import stats
+
+    _, report = full
+    diff_rows = [line for line in section(report.markdown, "Differences from `none`").splitlines()
+                 if line.startswith("| time-dependent |") or line.startswith("| constant |")]
+    assert len(diff_rows) == 2 and all("(p = " in row for row in diff_rows)
+    finals = make_finals()
+    ece = {fam: [r["test/marginal/ece"] for r in finals[fam]] for fam in ("none", "time-dependent")}
+    p = report.summary["time-dependent/test/marginal/ece/welch_p_vs_none"]
+    assert p == pytest.approx(stats.ttest_ind(ece["time-dependent"], ece["none"], equal_var=False).pvalue)
