@@ -93,8 +93,8 @@ def test_smoke_profile_is_tiny_and_keeps_every_stage():
 def test_quick_profile_overrides_training_and_reduces_the_grids_keeping_every_stage():
     cfg = load_search_config(space_path("hero"), "quick")
     t = cfg.train
-    assert (t.encoder, t.embed_dim, t.hidden, t.lr, t.batch_size, t.epochs, t.eval_every, t.num_samples) == (
-        "resnet18", 128, 128, 1e-3, 64, 16, 8, 100,
+    assert (t.encoder, t.encoder_width, t.embed_dim, t.hidden, t.lr, t.batch_size, t.epochs, t.eval_every,
+            t.num_samples) == ("resnet18", 32, 128, 128, 1e-3, 64, 30, 15, 100,
     )
     g = cfg.grid
     assert g.k1 == PAPER_GRID.k1  # all three sequential stages
