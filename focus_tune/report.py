@@ -661,3 +661,36 @@ def write_report(
     ]
     return Report(markdown=markdown, table=_plain(game, profile, families, finals),
                   files=files, summary=_summary(families, finals))
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def read_finals(csv_path: str | Path) -> dict[str, list[dict[str, float]]]:
+    """The per-seed rows of a results.csv, back as ``finals`` ({family: [flat result per seed]})."""
+    finals: dict[str, list[dict[str, float]]] = {}
+    with Path(csv_path).open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("stat") != "value":
+                continue
+            values = {k: float(v) if v not in ("", None) else math.nan for k, v in row.items()
+                      if k not in ("family", "stat")}
+            finals.setdefault(row["family"], []).append(values)
+    return finals
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m focus_tune.report RESULTS_CSV``: the differences from none, with Welch p-values."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m focus_tune.report", description=main.__doc__)
+    ap.add_argument("results_csv", help="a report's results.csv")
+    args = ap.parse_args(argv)
+    finals = read_finals(args.results_csv)
+    lines = _difference_lines(_ordered_families(finals), finals)
+    print("\n".join(lines) if lines else "no family to compare with none in this file")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

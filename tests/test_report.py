@@ -393,3 +393,13 @@ def test_differences_section_and_summary(full):
     ece = {fam: [r["test/marginal/ece"] for r in finals[fam]] for fam in ("none", "time-dependent")}
     p = report.summary["time-dependent/test/marginal/ece/welch_p_vs_none"]
     assert p == pytest.approx(stats.ttest_ind(ece["time-dependent"], ece["none"], equal_var=False).pvalue)
+
+
+def test_differences_from_a_results_csv(full, capsys):
+    from focus_tune.report import main
+
+    out, report = full
+    assert main([str(out / "results.csv")]) == 0
+    printed = capsys.readouterr().out
+    expected = section(report.markdown, "Differences from `none`").strip()
+    assert printed.strip() == expected
