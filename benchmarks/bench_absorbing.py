@@ -52,7 +52,8 @@ def main() -> None:
     train, test = Split.from_arrays(ds.train), Split.from_arrays(ds.test, items=args.items)
     epochs = args.epochs or cfg.train.epochs
     print(f"{args.game} {args.profile}: {len(train)} train items, {len(test)} test items, L={m.length}, "
-          f"M={cfg.train.num_samples}, {epochs} epochs, {cfg.train.encoder} {cfg.train.embed_dim}/{cfg.train.hidden}, "
+          f"M={cfg.train.num_samples}, {epochs} epochs, {cfg.train.encoder} (width {cfg.train.encoder_width}) "
+          f"{cfg.train.embed_dim}/{cfg.train.hidden}, "
           f"{args.threads} thread(s); event class {m.class_names[m.event_class]}")
     header = (f"{'family':15s} {'mode':7s} {'leak':>6s} {'p(stay)':>8s} {'ECE':>7s} {'CE':>7s} "
               f"{'cover':>6s} {'width':>6s} {'sample_s':>9s}")
