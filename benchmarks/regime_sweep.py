@@ -1,0 +1,182 @@
+"""Where does the paper's effect live on a laptop? A sweep of training-set size x epochs x width.
+
+For each (training-set size, model width, schedule, seed) the script builds the scenario's
+built-in dataset with that many training items (the same validation and test frames for
+every size), trains the simulator with the quick profile's optimiser settings, and scores
+the test split every few epochs against two references on the same items:
+
+* image-blind: every item gets the per-entry class frequencies of the training sequences;
+* exact: the true marginals of the data's generator (their AUC is the best achievable).
+
+Each line of the JSONL output is one (configuration, epoch) with test macro AUC, CE, ECE,
+coverage and relative width of I_0.9, the train loss and the image-blind / exact values.
+`--plot` turns a JSONL file into the figure of docs/RESULTS.md.
+
+    python benchmarks/regime_sweep.py --game hero --sizes 500 2000 --epochs 30 --every 5 \
+        --schedules none l1..3=0.05 --out sweep-hero.jsonl
+    python benchmarks/regime_sweep.py --plot sweep-hero.jsonl sweep-facemed.jsonl --figure docs/img/regime_sweep.png
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from focus_tune import metrics
+from focus_tune.config import load_search_config, space_path
+from focus_tune.data import load_dataset
+from focus_tune.data.profiles import FACEMED, get_spec
+from focus_tune.model import Simulator
+from focus_tune.regularization import LambdaSchedule
+from focus_tune.train import Split, evaluate, seed_everything, train_one_epoch
+
+SCHEDULES = {
+    "none": lambda L: LambdaSchedule.none(L),
+    "l1..3=0.05": lambda L: LambdaSchedule.staged([0.05, 0.05, 0.05], 0.0, 1, L),
+    "l1..3=0.05,l4..11=0.005": lambda L: LambdaSchedule.staged([0.05, 0.05, 0.05], 0.005, 11, L),
+    "const=0.005": lambda L: LambdaSchedule.constant(0.005, L),
+    "const=0.05": lambda L: LambdaSchedule.constant(0.05, L),
+}
+
+
+def build(game: str, train_items: int, root: Path, seed: int = 0) -> Path:
+    """The quick dataset of `game` with `train_items` training items (cached under root)."""
+    spec = dataclasses.replace(get_spec(game, "quick"), train=train_items)
+    out = root / f"{game}-quick-n{train_items}-seed{seed}"
+    if (out / "manifest.json").exists():
+        return out
+    if game == FACEMED:
+        from focus_tune.data.facemed import build_facemed
+
+        return build_facemed(spec, out, seed)
+    from focus_tune.data.ale import build_atari
+
+    return build_atari(spec, out, seed)
+
+
+def image_blind(train_sequences: np.ndarray, n_items: int, num_classes: int) -> np.ndarray:
+    """Per-entry class frequencies of the training sequences, for every item: [N, L, c]."""
+    L = train_sequences.shape[1]
+    freq = np.stack([np.bincount(train_sequences[:, i], minlength=num_classes) for i in range(L)])
+    freq = freq / len(train_sequences)
+    return np.broadcast_to(freq, (n_items, L, num_classes))
+
+
+def run_config(args, game: str, size: int, width: int, schedule: str, seed: int, out) -> None:
+    """Train one configuration; score the test split every `--every` epochs."""
+    cfg = load_search_config(space_path(game), "quick").train
+    ds = load_dataset(build(game, max(args.sizes + [args.build_size]), Path(args.data_root)))
+    m = ds.manifest
+    train = Split.from_arrays(ds.train, items=size)  # the first `size` items: same val/test for every size
+    test = Split.from_arrays(ds.test, items=args.test_items)
+    labels = test.sequences.numpy()
+    blind = metrics.sequence_metrics(image_blind(ds.train.sequences[:size], len(test), m.num_classes), labels, cfg.ece_bins)
+    exact = metrics.sequence_metrics(test.exact_marginals, labels, cfg.ece_bins)
+    gen = seed_everything(seed)
+    hidden = args.hidden or cfg.hidden
+    model = Simulator(m.num_classes, cfg.encoder, hidden, hidden, m.image_shape[0], encoder_width=width)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr or cfg.lr)
+    lambdas = SCHEDULES[schedule](m.length).tensor()
+    t0 = time.time()
+    for epoch in range(1, args.epochs + 1):
+        loss = train_one_epoch(model, opt, train, lambdas, args.batch_size or cfg.batch_size, gen)["train/loss"]
+        if epoch % args.every and epoch != args.epochs:
+            continue
+        r = evaluate(model, test, cfg.num_samples, m.event_class, torch.Generator().manual_seed(1000 + epoch),
+                     cfg.ece_bins, cfg.alpha)
+        row = {"game": game, "train_items": size, "width": width, "schedule": schedule, "seed": seed,
+               "epoch": epoch, "train_loss": loss, "seconds": time.time() - t0,
+               **{k: float(v) for k, v in r.items() if isinstance(v, (int, float))},
+               "blind/auc": blind["auc"], "blind/ce": blind["ce"], "blind/ece": blind["ece"],
+               "exact/auc": exact["auc"], "exact/ce": exact["ce"]}
+        print(f"{game} n={size} w={width} {schedule} s{seed} ep {epoch:3d} loss {loss:.3f} | "
+              f"AUC {row['marginal/auc']:.3f} (blind {blind['auc']:.3f}, exact {exact['auc']:.3f}) "
+              f"CE {row['marginal/ce']:.4f} (blind {blind['ce']:.4f}, exact {exact['ce']:.4f}) "
+              f"ECE {row['marginal/ece']:.4f} cov {row['interval/coverage']:.2f} "
+              f"w {row['interval/relative_width']:.2f} | {row['seconds']:.0f} s", flush=True)
+        out.write(json.dumps(row) + "\n")
+        out.flush()
+
+
+def plot(files: list[str], figure: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for f in files for line in open(f) if line.strip()]
+    games = sorted({r["game"] for r in rows})
+    panels = [("marginal/auc", "test macro AUC"), ("marginal/ce", "test CE"),
+              ("marginal/ece", "test ECE"), ("interval/coverage", "coverage of I_0.9")]
+    fig, axes = plt.subplots(len(games), len(panels), figsize=(4 * len(panels), 3.2 * len(games)), squeeze=False)
+    for gi, game in enumerate(games):
+        g = [r for r in rows if r["game"] == game]
+        configs = sorted({(r["train_items"], r["width"], r["schedule"]) for r in g})
+        for pi, (key, title) in enumerate(panels):
+            ax = axes[gi, pi]
+            for ci, (n, w, s) in enumerate(configs):
+                sel = [r for r in g if (r["train_items"], r["width"], r["schedule"]) == (n, w, s)]
+                epochs = sorted({r["epoch"] for r in sel})
+                mean = [np.mean([r[key] for r in sel if r["epoch"] == e]) for e in epochs]
+                style = "-" if s == "none" else "--"
+                ax.plot(epochs, mean, style, marker="o", ms=3, color=f"C{sorted({c[:2] for c in configs}).index((n, w))}",
+                        label=f"n={n} w={w} {s}")
+            ref = {"marginal/auc": ("blind/auc", "exact/auc"), "marginal/ce": ("blind/ce", "exact/ce"),
+                   "marginal/ece": ("blind/ece", None), "interval/coverage": (None, None)}[key]
+            if ref[0]:
+                ax.axhline(np.mean([r[ref[0]] for r in g]), color="grey", ls=":", label="image-blind")
+            if ref[1]:
+                ax.axhline(np.mean([r[ref[1]] for r in g]), color="black", ls=":", label="exact")
+            if key == "interval/coverage":
+                ax.axhline(0.9, color="black", ls=":", label="nominal 0.9")
+            ax.set_title(f"{game}: {title}")
+            ax.set_xlabel("epoch")
+        axes[gi, 0].legend(fontsize=6)
+    fig.tight_layout()
+    Path(figure).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(figure, dpi=110)
+    print(f"wrote {figure}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--game", default="hero")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[500, 2000])
+    ap.add_argument("--widths", type=int, nargs="+", default=[64], help="ResNet-18 first-stage channels")
+    ap.add_argument("--hidden", type=int, default=None, help="LSTM hidden size (default: the quick profile's)")
+    ap.add_argument("--schedules", nargs="+", default=["none", "l1..3=0.05"], choices=list(SCHEDULES))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--every", type=int, default=5)
+    ap.add_argument("--lr", type=float, default=None, help="default: the quick profile's")
+    ap.add_argument("--batch-size", type=int, default=None, help="default: the quick profile's")
+    ap.add_argument("--build-size", type=int, default=0,
+                    help="build the dataset with this many training items (at least max(--sizes)), so that runs "
+                         "with other --sizes share it")
+    ap.add_argument("--test-items", type=int, default=300)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--data-root", default="data_cache/sweep")
+    ap.add_argument("--out", default=None, help="JSONL file to append rows to")
+    ap.add_argument("--plot", nargs="+", default=None, help="JSONL files to plot instead of running")
+    ap.add_argument("--figure", default="docs/img/regime_sweep.png")
+    args = ap.parse_args()
+    if args.plot:
+        plot(args.plot, args.figure)
+        return
+    torch.set_num_threads(args.threads)
+    out = open(args.out, "a") if args.out else sys.stdout
+    for size in args.sizes:
+        for width in args.widths:
+            for seed in args.seeds:
+                for schedule in args.schedules:
+                    run_config(args, args.game, size, width, schedule, seed, out if args.out else open("/dev/null", "w"))
+
+
+if __name__ == "__main__":
+    main()
