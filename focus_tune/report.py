@@ -22,6 +22,7 @@ after Ray has shut down and log :attr:`Report.summary` wherever it likes.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+
+from .atomic import write_atomic
 
 BASELINES = ("temperature-scaled", "image-blind", "oracle")
 FAMILIES = ("none", "constant", "time-dependent", *BASELINES)
@@ -416,15 +419,16 @@ def _csv_value(value: Any) -> str:
 
 def _write_csv(path: Path, families: Sequence[str], finals: Mapping) -> None:
     keys = _metric_keys(row for f in families for row in finals[f])
-    with path.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["family", "stat", "seed", *keys])
-        for f in families:
-            for row in finals[f]:
-                writer.writerow([f, "value", _csv_value(row.get("seed"))] + [_csv_value(row.get(k)) for k in keys])
-            stats = [aggregate(row.get(k) for row in finals[f]) for k in keys]
-            writer.writerow([f, "mean", ""] + [_csv_value(m) for m, _ in stats])
-            writer.writerow([f, "se", ""] + [_csv_value(s) for _, s in stats])
+    table = io.StringIO(newline="")
+    writer = csv.writer(table)
+    writer.writerow(["family", "stat", "seed", *keys])
+    for f in families:
+        for row in finals[f]:
+            writer.writerow([f, "value", _csv_value(row.get("seed"))] + [_csv_value(row.get(k)) for k in keys])
+        stats = [aggregate(row.get(k) for row in finals[f]) for k in keys]
+        writer.writerow([f, "mean", ""] + [_csv_value(m) for m, _ in stats])
+        writer.writerow([f, "se", ""] + [_csv_value(s) for _, s in stats])
+    write_atomic(path, table.getvalue())  # the whole table at once: never a half-written file
 
 
 def _summary(families: Sequence[str], finals: Mapping) -> dict[str, float]:
@@ -497,7 +501,9 @@ def _no_data(ax) -> None:
 
 def _save(fig: Figure, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=DPI, format="png")
+    write_atomic(path, png.getvalue())
     return path
 
 
@@ -649,7 +655,7 @@ def write_report(
 
     markdown = _markdown(game, profile, families, skipped, finals, schedules, condition)
     md_path = out_dir / "results.md"
-    md_path.write_text(markdown)
+    write_atomic(md_path, markdown)
     csv_path = out_dir / "results.csv"
     _write_csv(csv_path, families, finals)
     files = [

@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import statistics
+from pathlib import Path
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -403,3 +404,19 @@ def test_differences_from_a_results_csv(full, capsys):
     printed = capsys.readouterr().out
     expected = section(report.markdown, "Differences from `none`").strip()
     assert printed.strip() == expected
+
+
+def test_every_report_file_is_written_atomically(tmp_path, monkeypatch):
+    import focus_tune.report as report_module
+    from focus_tune.atomic import write_atomic
+
+    written = []
+
+    def recording(path, data):
+        written.append(Path(path).name)
+        write_atomic(path, data)
+
+    monkeypatch.setattr(report_module, "write_atomic", recording)
+    report = write_report(tmp_path, "facemed", "smoke", make_finals(), SCHEDULES, CLASSES, 0)
+    assert sorted(written) == sorted(f.name for f in report.files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written)  # no temporary file left
