@@ -302,3 +302,24 @@ def test_second_ctrl_c_exits_at_once_and_leaves_no_process(tmp_path, smoke_data)
             break
         time.sleep(0.5)
     assert not alive, f"processes of the search still alive: {alive}"
+
+
+@pytest.mark.slow
+def test_a_search_that_fails_midway_marks_its_parent_failed(tmp_path, smoke_data):
+    """Every stage-1 trial turns NaN: the plan cannot pick lambda_1. The search stops with one
+    line, its MLflow parent is FAILED with the reason, and the finished trials stay resumable."""
+    faults = {"stage1-l0.01-s0": "nan", "stage1-l0.05-s0": "nan"}
+    result = subprocess.run(
+        [sys.executable, "-m", "focus_tune.search", "--game", "facemed", "--profile", "smoke",
+         "--data-root", str(smoke_data)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_FAULTS=json.dumps(faults)))
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "stage1" in result.stderr and "Traceback" not in result.stderr
+    assert "rerun with --resume" in result.stderr
+    parents, client, exp = _parent_runs(tmp_path)
+    assert [p.info.status for p in parents] == ["FAILED"]
+    assert "StageFailed" in parents[0].data.tags["stop_reason"]
+    kids = client.search_runs([exp.experiment_id], filter_string="tags.kind != 'search'")
+    assert "RUNNING" not in {k.info.status for k in kids}
+    saved = json.loads((tmp_path / "runs" / RUN / "search_state.json").read_text())["results"]
+    assert saved.get("none-s0") is not None  # the unregularized trial of the same batch finished
