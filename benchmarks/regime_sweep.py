@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from focus_tune import metrics
+from focus_tune.baselines import image_blind_estimates
 from focus_tune.config import load_search_config, space_path
 from focus_tune.data import load_dataset
 from focus_tune.data.profiles import FACEMED, get_spec
@@ -60,14 +61,6 @@ def build(game: str, train_items: int, root: Path, seed: int = 0) -> Path:
     return build_atari(spec, out, seed)
 
 
-def image_blind(train_sequences: np.ndarray, n_items: int, num_classes: int) -> np.ndarray:
-    """Per-entry class frequencies of the training sequences, for every item: [N, L, c]."""
-    L = train_sequences.shape[1]
-    freq = np.stack([np.bincount(train_sequences[:, i], minlength=num_classes) for i in range(L)])
-    freq = freq / len(train_sequences)
-    return np.broadcast_to(freq, (n_items, L, num_classes))
-
-
 def run_config(args, game: str, size: int, width: int, schedule: str, seed: int, out) -> None:
     """Train one configuration; score the test split every `--every` epochs."""
     cfg = load_search_config(space_path(game), "quick").train
@@ -76,7 +69,8 @@ def run_config(args, game: str, size: int, width: int, schedule: str, seed: int,
     train = Split.from_arrays(ds.train, items=size)  # the first `size` items: same val/test for every size
     test = Split.from_arrays(ds.test, items=args.test_items)
     labels = test.sequences.numpy()
-    blind = metrics.sequence_metrics(image_blind(ds.train.sequences[:size], len(test), m.num_classes), labels, cfg.ece_bins)
+    blind_probs = image_blind_estimates(ds.train.sequences[:size], len(test), m.num_classes, m.event_class, cfg.alpha).probs
+    blind = metrics.sequence_metrics(blind_probs, labels, cfg.ece_bins)
     exact = metrics.sequence_metrics(test.exact_marginals, labels, cfg.ece_bins)
     gen = seed_everything(seed)
     hidden = args.hidden or cfg.hidden

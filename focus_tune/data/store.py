@@ -19,6 +19,7 @@ mid-write leaves at most a `.NAME.tmp-*` folder, never one that looks complete.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -591,10 +592,8 @@ class DatasetWriter:
         if old is not None:
             for name in (*SPLIT_FILES, MANIFEST):
                 (old / name).unlink(missing_ok=True)
-            try:
+            with contextlib.suppress(OSError):  # something was added meanwhile: leave it, it is not ours
                 old.rmdir()
-            except OSError:
-                pass  # something was added meanwhile: leave it, it is not ours
 
 
 def _check_replaceable(folder: Path) -> None:
