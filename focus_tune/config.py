@@ -36,6 +36,7 @@ PROFILES = ("smoke", "quick", "paper")
 ENCODERS = ("resnet18", "small")
 SELECTIONS = ("last", "best")
 ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat
+PRECISIONS = ("bf16", "fp32")
 SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 
 
@@ -69,6 +70,9 @@ class TrainConfig:
     # END / dead is scored with its leak); "forced" repeats the event once drawn (faster).
     absorbing: str = "model"
     encoder_width: int = 64  # channels of ResNet-18's first stage (64: the standard network)
+    # Training arithmetic on a GPU (a CPU always trains in fp32): "bf16" autocast or "fp32"
+    # (TF32 convolutions). docs/BENCHMARKS.md, "GPU", has the measurement behind the default.
+    precision: str = "bf16"
 
 
 @dataclass(frozen=True)
@@ -484,6 +488,7 @@ _TRAIN_CHECKS: dict[str, Callable[[_Context, Any, str], Any]] = {
     "test_items": _optional_positive_int,
     "absorbing": _choice(ABSORBING),
     "encoder_width": _positive_int,
+    "precision": _choice(PRECISIONS),
 }
 _GRID_CHECKS: dict[str, Callable[[_Context, Any, str], Any]] = {
     "lambdas": _grid_list(_lambda("lambdas"), "lambdas"),

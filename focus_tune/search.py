@@ -687,10 +687,14 @@ def _dry_run(cfg: SearchConfig, args) -> int:
     plan = SearchPlan(cfg.grid, length=length, seed=args.seed, final_seeds=cfg.final_seeds)
     print(f"focus-tune dry run: {args.game} ({args.profile}), L={length}, "
           f"{cfg.train.epochs} epochs per training, grid {cfg.to_dict()['grid']}")
-    from .planner import measured_trial_minutes, plan_cost
+    from .planner import plan_cost, trial_minutes_for
 
-    minutes = args.trial_minutes or measured_trial_minutes(_run_dir(args))
-    print(plan_cost(plan, cfg, args.cluster_gpus, args.gpus_per_trial, minutes,
+    minutes, eval_minutes, source = trial_minutes_for(args.trial_minutes, _run_dir(args), cfg, args.game,
+                                                      args.profile, args.gpus_per_trial,
+                                                      builtin_data=args.data is None)
+    if args.cluster_gpus and minutes:
+        print(f"time per training: {source}")
+    print(plan_cost(plan, cfg, args.cluster_gpus, args.gpus_per_trial, minutes, eval_minutes=eval_minutes,
                     cpus_per_trial=args.cpus_per_trial, max_concurrent=args.max_concurrent or 0))
     return 0
 

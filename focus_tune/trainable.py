@@ -144,7 +144,7 @@ def run_trial(config: dict, data: dict) -> None:
         t0 = time.perf_counter()
         try:
             result = train_one_epoch(model, optimizer, train_split, lambdas, train["batch_size"], generator,
-                                     autocast=device.type == "cuda")
+                                     autocast=device.type == "cuda" and train["precision"] == "bf16")
         except NonFiniteLoss as err:
             # Retrying would meet the same NaN: end the trial, marked failed, with the reason.
             tune.report({"epoch": epoch, "failed": 1, "error": str(err)})

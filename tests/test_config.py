@@ -64,7 +64,7 @@ def test_paper_profile_has_the_papers_values(game):
         lr=5e-5 if game == "hero" else 1e-5,
         batch_size=256,
         epochs=200,
-        eval_every=1,
+        eval_every=10,
         num_samples=100,
         ece_bins=10,
         alpha=0.9,

@@ -7,7 +7,20 @@ import pytest
 
 from focus_tune.config import load_search_config, space_path
 from focus_tune.plan import SearchPlan
-from focus_tune.planner import Resources, _schedule, estimate, measured_trial_minutes, naive_rounds, plan_cost
+from focus_tune import planner
+from focus_tune.data.profiles import GAMES, get_spec
+from focus_tune.planner import (
+    Resources,
+    _schedule,
+    estimate,
+    load_gpu_rates,
+    measured_trial_minutes,
+    naive_rounds,
+    plan_cost,
+    evaluation_minutes_from_rates,
+    trial_minutes_for,
+    training_minutes_from_rates,
+)
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +129,52 @@ def test_measured_trial_minutes(tmp_path):
         "final-none-s1": 620.0,
     }}))
     assert measured_trial_minutes(run) == pytest.approx(610 / 60)
+
+
+# -- per-training minutes from the GPU rates of benchmarks/gpu_check.py --------------------
+
+RATES = {
+    "device": "Test GPU", "measured": "2026-01-01", "command": "python benchmarks/gpu_check.py",
+    "precision": "bf16", "batch_size": 256, "num_samples": 100,
+    "train_samples_per_s_alone": {"3x84x84 L=300": 1000.0},
+    "sharing_slowdown": {"1": 1.0, "0.5": 1.5},
+    "val_s_per_item_entry": 1e-5,
+}
+
+
+def test_training_minutes_from_rates_by_hand(hero):
+    cfg, _ = hero
+    spec = get_spec("hero", "paper")  # 98553 training, 16769 validation items, 3x84x84, L = 300
+    assert (cfg.train.epochs, cfg.train.eval_every) == (200, 10)
+    # 200 epochs x 98553 items / (1000 / 1.5) samples/s + 20 validations x 16769 x 300 x 1e-5 s x 1.5
+    expected = (200 * 98553 * 1.5 / 1000 + 20 * 16769 * 300 * 1e-5 * 1.5) / 60
+    assert training_minutes_from_rates(RATES, spec, cfg, 0.5) == pytest.approx(expected)
+    assert training_minutes_from_rates(RATES, spec, cfg, 1.0) == pytest.approx(expected / 1.5)
+    # a test evaluation: 16885 test items x 300 entries x 1e-5 s x 1.5
+    assert evaluation_minutes_from_rates(RATES, spec, cfg, 0.5) == pytest.approx(16885 * 300 * 1e-5 * 1.5 / 60)
+    assert training_minutes_from_rates(RATES, spec, cfg, 0.25) is None  # fraction not measured
+    assert training_minutes_from_rates(RATES, get_spec("facemed", "paper"), cfg, 1.0) is None  # shape not measured
+
+
+def test_trial_minutes_for_prefers_the_user_then_a_run_then_the_rates(hero, tmp_path, monkeypatch):
+    cfg, _ = hero
+    monkeypatch.setattr(planner, "load_gpu_rates", lambda: RATES)
+    run = tmp_path / "hero-paper-seed0"
+    assert trial_minutes_for(42.0, run, cfg, "hero", "paper", 0.5) == (42.0, None, "--trial-minutes")
+    minutes, test_minutes, source = trial_minutes_for(None, run, cfg, "hero", "paper", 0.5)
+    assert minutes == pytest.approx(training_minutes_from_rates(RATES, get_spec("hero", "paper"), cfg, 0.5))
+    assert test_minutes > 0 and "Test GPU" in source and "validation every 10" in source
+    assert trial_minutes_for(None, run, cfg, "hero", "paper", 0.5, builtin_data=False) == (None, None, "")
+    run.mkdir()
+    (run / "search_state.json").write_text(json.dumps({"trial_seconds": {"stage1-l0.01-s0": 600.0}}))
+    assert trial_minutes_for(None, run, cfg, "hero", "paper", 0.5)[:2] == (10.0, None)
+
+
+def test_the_committed_gpu_rates_cover_every_paper_dataset_shape():
+    rates = load_gpu_rates()
+    assert rates is not None and rates["precision"] in ("bf16", "fp32") and rates["sharing_slowdown"]["1"] == 1.0
+    for game in GAMES:
+        spec = get_spec(game, "paper")
+        cfg = load_search_config(space_path(game), "paper")
+        for fraction in rates["sharing_slowdown"]:
+            assert training_minutes_from_rates(rates, spec, cfg, float(fraction)) > 0, (game, fraction)
