@@ -1,53 +1,27 @@
 """End to end: the real CLI on the smoke profile, as a subprocess, with injected faults.
 
-One uninterrupted search, and one whose driver is killed after its first batch and then
-resumed: both must choose the same schedules, the resumed one without retraining what was
-done. Faults (test-only switch): one trial raises once mid-training (retried from its
-checkpoint), one trial's loss turns NaN (fails with that reason; its stage picks among the
-others).
+One uninterrupted search (the session's shared ``smoke_search``), and one whose driver is
+killed after its first batch and then resumed: both must choose the same schedules, the
+resumed one without retraining what was done. Faults (test-only switch, see
+smoke_search.py): one trial raises once mid-training (retried from its checkpoint), one
+trial's loss turns NaN (fails with that reason; its stage picks among the others).
 """
 
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-GAME = "facemed"
-FAULTS = {"stage1-l0.05-s0": "nan", "constant-0.01-s0": "raise@2", "stage2-l0.01-s0": "raise@2"}
-RUN = f"{GAME}-smoke-seed0"
-
-
-def cli(workdir: Path, *extra: str, **popen) -> subprocess.Popen:
-    env = dict(os.environ, FOCUS_TUNE_TEST_FAULTS=json.dumps(FAULTS), PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "focus_tune.search", "--game", GAME, "--profile", "smoke",
-           "--data-root", str(workdir.parent / "data"), *extra]
-    return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, **popen)
-
-
-def finish(proc: subprocess.Popen, timeout: float = 420) -> str:
-    out, _ = proc.communicate(timeout=timeout)
-    assert proc.returncode == 0, out[-4000:]
-    return out
-
-
-def state_of(workdir: Path) -> dict:
-    return json.loads((workdir / "runs" / RUN / "search_state.json").read_text())
+from smoke_search import GAME, RUN, cli, finish, state_of
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    work = tmp_path_factory.mktemp("e2e") / "plain"
-    work.mkdir()
-    t0 = time.time()
-    out = finish(cli(work))
-    return work, out, time.time() - t0
+def uninterrupted(smoke_search):
+    return smoke_search.work, smoke_search.out, smoke_search.seconds
 
 
 def children(workdir: Path):

@@ -1,0 +1,34 @@
+"""The real search CLI on the smoke profile, run as a subprocess (shared by the end-to-end tests).
+
+One uninterrupted search of FaceMed with injected faults (test-only switch): one trial's
+loss turns NaN, two raise once mid-training. ``conftest.smoke_search`` runs it once per
+test session; test_search_e2e, test_predict, test_progress and test_search_figure read it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+GAME = "facemed"
+FAULTS = {"stage1-l0.05-s0": "nan", "constant-0.01-s0": "raise@2", "stage2-l0.01-s0": "raise@2"}
+RUN = f"{GAME}-smoke-seed0"
+
+
+def cli(workdir: Path, *extra: str, **popen) -> subprocess.Popen:
+    env = dict(os.environ, FOCUS_TUNE_TEST_FAULTS=json.dumps(FAULTS), PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "focus_tune.search", "--game", GAME, "--profile", "smoke",
+           "--data-root", str(workdir.parent / "data"), *extra]
+    return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, **popen)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 420) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+def state_of(workdir: Path) -> dict:
+    return json.loads((workdir / "runs" / RUN / "search_state.json").read_text())
