@@ -11,7 +11,11 @@ regularization family, as the trainable reports them) and writes into a run fold
   an ``se`` row per family;
 - ``entry_ece.png``, ``reliability.png``, ``intervals.png``: entry-level ECE (the oracle's
   curve is what a perfect simulator scores with the same M), reliability diagrams at the
-  stored entries, and interval width against the true time.
+  stored entries, and interval width against the true time;
+- with ``search`` (from :func:`search_trace`): ``search.png`` and ``search.pdf``, the search
+  itself (every stage's candidates' validation ECE against lambda and k2, the chosen path,
+  the constant and unregularized references; each family's validation ECE over epochs),
+  ``search.json`` with the numbers behind it, and a section with them in results.md.
 
 Statistics are NaN-aware: a missing key or a NaN counts as no value, a cell with no value
 reads ``n/a``, and a cell whose value count differs from the row's seed count says so. The
@@ -320,7 +324,7 @@ def _figure_lines() -> list[str]:
 
 
 def _markdown(game: str, profile: str, families: Sequence[str], skipped: Sequence[str], finals: Mapping,
-              schedules: Mapping[str, str], condition: str) -> str:
+              schedules: Mapping[str, str], condition: str, search: Mapping | None = None) -> str:
     marginal = _columns(MARGINAL, families, finals)
     lines = _header_lines(game, profile) + _schedule_lines(families, finals, schedules) + _skipped_lines(skipped)
     lines += _section("Marginal", marginal, families, finals, "No marginal results.")
@@ -330,6 +334,8 @@ def _markdown(game: str, profile: str, families: Sequence[str], skipped: Sequenc
                       "No conditional results: the condition was not evaluated or no test item meets it.")
     lines += _section(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals, "No interval results.")
     lines += _difference_lines(families, finals)
+    if search is not None:
+        lines += _search_lines(search)
     return "\n".join(lines + _figure_lines())
 
 
@@ -626,6 +632,304 @@ def _plot_intervals(path: Path, families: Sequence[str], finals: Mapping, title:
     return _save(fig, path)
 
 
+# ----------------------------------------------------------------------------- the search itself
+
+SEARCH_JSON = "search.json"
+SEARCH_DPI = 200
+# Paper look: small serif-free type, no top/right spines, TrueType fonts in the PDF.
+SEARCH_STYLE = {
+    "font.size": 8.5, "axes.titlesize": 9, "axes.labelsize": 8.5, "legend.fontsize": 7.5,
+    "xtick.labelsize": 7.5, "ytick.labelsize": 7.5, "axes.spines.top": False, "axes.spines.right": False,
+    "lines.linewidth": 1.3, "lines.markersize": 4.5, "pdf.fonttype": 42, "ps.fonttype": 42,
+}
+CHOSEN_COLOR = FAMILY_COLORS["time-dependent"]
+SEARCH_FAMILIES = ("none", "constant", "time-dependent")
+FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint"}  # as in plan.py
+
+
+def _stage_x(stage: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The candidate's coordinates in its stage's panel: lambda (and k2 for the joint stage)."""
+    if stage.startswith("stage"):
+        return {"lambda": params.get(f"lambda_{stage.removeprefix('stage')}"), "k2": None}
+    if stage == "joint":
+        return {"lambda": params.get("lambda_all"), "k2": params.get("k2")}
+    if stage == "constant":
+        return {"lambda": params.get("lambda_const"), "k2": None}
+    return {"lambda": None, "k2": None}
+
+
+def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Sequence] | None = None) -> dict:
+    """What the search did, as plain JSON values: every stage's candidates with their
+    validation ECE (the selection score) and the chosen one, and each family's validation
+    ECE over epochs for the seeds of its final models.
+
+    ``plan`` is the search's :class:`focus_tune.plan.SearchPlan`, ``results`` its trial id ->
+    score (None = failed), ``histories`` trial id -> [(epoch, val ECE), ...] (the MLflow
+    child runs' ``val/ece``; see ``Tracker.metric_histories``). A candidate that the plan
+    deduplicated (its schedule was trained by an earlier trial, e.g. k2 <= k1) carries the
+    id of that trial in ``trained_as`` and its score.
+    """
+    # plan.py exposes the winners; the candidates of every stage come from its replay.
+    replay = plan._replay(results)
+    trainings = replay.trainings
+    order = [*(f"stage{i}" for i in range(1, plan.grid.k1 + 1)), "joint", "constant", "none"]
+    stages = []
+    for name in (n for n in order if n in replay.stages):
+        stage = replay.stages[name]
+        rows = []
+        for candidate, key in stage.candidates:
+            score = trainings.score(key) if trainings.has_result(key) else None
+            status = "pending" if not trainings.has_result(key) else ("ok" if score is not None else "failed")
+            rows.append({"trial_id": candidate.trial_id, "trained_as": trainings.trained(key).trial_id,
+                         "schedule": str(candidate.schedule), **_stage_x(name, candidate.params),
+                         "score": score, "status": status})
+        winner = stage.winner.candidate.trial_id if stage.winner else None
+        stages.append({"stage": name, "winner": winner, "candidates": rows})
+    specs = {t.trial_id: t for t in plan.all_trials(results)}
+    curves: dict[str, list[dict]] = {}
+    for family, by_seed in plan.finals(results).items():
+        for seed, tid in sorted(by_seed.items()):
+            spec = specs.get(tid)
+            trained = (spec.source_trial if spec is not None else None) or tid  # a reused search trial
+            points = [(int(e), float(v)) for e, v in (histories or {}).get(trained, ()) if math.isfinite(_to_float(v))]
+            curves.setdefault(family, []).append({"seed": int(seed), "trial_id": trained,
+                                                  "epochs": [e for e, _ in points],
+                                                  "val_ece": [v for _, v in points]})
+    winners = plan.winners(results)
+    chosen = {family: str(winners[FAMILY_STAGE[family]].schedule)
+              for family in SEARCH_FAMILIES if FAMILY_STAGE[family] in winners}
+    return {"k1": plan.grid.k1, "seed": plan.seed, "length": plan.length, "score": "validation marginal ECE",
+            "chosen": chosen, "stages": stages, "histories": curves}
+
+
+def _search_lines(search: Mapping) -> list[str]:
+    """The results.md section: the figure and every candidate's validation ECE."""
+    lines = ["## The search", "",
+             "Every candidate of every stage against its lambda (and k2), scored by the validation "
+             "marginal ECE of the search seed; stars: the chosen candidates (the path of the "
+             "time-dependent schedule, and the constant family's); horizontal lines: the chosen "
+             "constant and the unregularized model. Bottom: the validation ECE over epochs of the "
+             "models behind each family's final rows, one thin line per seed.", "",
+             "![the search](search.png)", "",
+             "| stage | candidate | lambda | k2 | validation ECE | note |", "|---|---|---:|---:|---:|---|"]
+    for stage in search.get("stages", []):
+        for row in stage["candidates"]:
+            notes = []
+            if row["trial_id"] == stage.get("winner"):
+                notes.append("**chosen**")
+            if row["trained_as"] != row["trial_id"]:
+                notes.append(f"same schedule as `{row['trained_as']}`, trained once")
+            if row["status"] != "ok":
+                notes.append(row["status"])
+            lam = "" if row["lambda"] is None else f"{row['lambda']:g}"
+            k2 = "" if row["k2"] is None else str(row["k2"])
+            score = NA if row["score"] is None else f"{row['score']:.4f}"
+            lines.append(f"| {stage['stage']} | `{row['trial_id']}` | {lam} | {k2} | {score} | {'; '.join(notes)} |")
+    return lines + [""]
+
+
+def _stage_reference(search: Mapping, name: str) -> float | None:
+    """The chosen score of a stage (the constant and none references)."""
+    for stage in search.get("stages", []):
+        if stage["stage"] == name:
+            best = [r["score"] for r in stage["candidates"] if r["trial_id"] == stage.get("winner")]
+            return best[0] if best and best[0] is not None else None
+    return None
+
+
+def _lambda_axis(ax, values: Sequence[float]) -> None:
+    """Log lambda axis (symlog when 0 is a candidate), ticks at the grid values."""
+    grid = sorted({float(v) for v in values if v is not None})
+    positive = [v for v in grid if v > 0]
+    if positive and len(positive) == len(grid):
+        ax.set_xscale("log")
+    elif positive:
+        ax.set_xscale("symlog", linthresh=min(positive))
+    if grid:
+        ax.set_xticks(grid)
+        ax.set_xticklabels([f"{v:g}" for v in grid])
+        ax.minorticks_off()
+        if len(grid) > 1:  # room for the markers at both ends
+            lo, hi = (min(positive) / 1.6, max(grid) * 1.6) if positive and len(positive) == len(grid) else (None, None)
+            if lo is not None:
+                ax.set_xlim(lo, hi)
+
+
+def _draw_references(ax, constant: float | None, none: float | None, with_constant: bool = True) -> None:
+    if with_constant and constant is not None:
+        ax.axhline(constant, color=FAMILY_COLORS["constant"], ls="--", lw=1.0, zorder=1)
+    if none is not None:
+        ax.axhline(none, color=FAMILY_COLORS["none"], ls=":", lw=1.2, zorder=1)
+
+
+def _draw_failed(ax, xs: Sequence[float]) -> None:
+    from matplotlib.transforms import blended_transform_factory
+
+    tr = blended_transform_factory(ax.transData, ax.transAxes)
+    for x in xs:
+        ax.plot([x], [0.96], marker="x", color="grey", ms=6, mew=1.5, transform=tr, clip_on=False, zorder=5)
+
+
+def _draw_stage(ax, stage: Mapping, color: str) -> None:
+    """Candidates of one stage against lambda: a line through them, the chosen one as a star."""
+    rows = [r for r in stage["candidates"] if r["lambda"] is not None]
+    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["lambda"])
+    if ok:
+        ax.plot([r["lambda"] for r in ok], [r["score"] for r in ok], color="0.35", marker="o", lw=1.0,
+                mfc="white", mec="0.2", zorder=3)
+    _draw_failed(ax, [r["lambda"] for r in rows if r["status"] == "failed"])
+    _draw_chosen(ax, stage, color)
+
+
+def _draw_chosen(ax, stage: Mapping, color: str) -> None:
+    for r in stage["candidates"]:
+        if r["trial_id"] == stage.get("winner") and r["score"] is not None and r["lambda"] is not None:
+            ax.plot([r["lambda"]], [r["score"]], marker="*", ms=13, color=color, mec="black", mew=0.6, zorder=6)
+            ax.annotate(f"{r['score']:.4f}", (r["lambda"], r["score"]), textcoords="offset points",
+                        xytext=(0, 7), ha="center", va="bottom", fontsize=7, color=color, zorder=7)
+
+
+def _draw_joint(ax, stage: Mapping, k1: int) -> None:
+    """Joint candidates: one line per k2 over lambda_all; hollow where the schedule was trained before."""
+    from matplotlib import colormaps
+
+    rows = [r for r in stage["candidates"] if r["lambda"] is not None and r["k2"] is not None]
+    k2s = sorted({int(r["k2"]) for r in rows})
+    cmap = colormaps["viridis"]
+    for n, k2 in enumerate(k2s):
+        color = cmap(0.1 + 0.75 * n / max(1, len(k2s) - 1))
+        mine = sorted((r for r in rows if int(r["k2"]) == k2 and r["status"] == "ok"), key=lambda r: r["lambda"])
+        reused = bool(mine) and all(r["trained_as"] != r["trial_id"] for r in mine)
+        label = f"$k_2$ = {k2}" + (f" (= stage {k1}, trained once)" if reused and k2 <= k1 else "")
+        if mine:
+            ax.plot([r["lambda"] for r in mine], [r["score"] for r in mine], color=color, marker="o", lw=1.0,
+                    mfc="white" if reused else color, mec=color, ls="--" if reused else "-", label=label, zorder=3)
+        _draw_failed(ax, [r["lambda"] for r in rows if int(r["k2"]) == k2 and r["status"] == "failed"])
+    _draw_chosen(ax, stage, CHOSEN_COLOR)
+
+
+def _stage_title(stage: Mapping, k1: int) -> str:
+    name = stage["stage"]
+    chosen = next((r for r in stage["candidates"] if r["trial_id"] == stage.get("winner")), None)
+    if name.startswith("stage"):
+        i = name.removeprefix("stage")
+        head = f"Stage {i}: $\\lambda_{{{i}}}$"
+        pick = f"$\\lambda_{{{i}}}$ = {chosen['lambda']:g}" if chosen else "undecided"
+    elif name == "joint":
+        head = f"Joint: $\\lambda_{{all}}$ for entries {k1 + 1}..$k_2$"
+        if not chosen:
+            pick = "undecided"
+        elif chosen["k2"] is not None and int(chosen["k2"]) <= k1:  # no joint entries: the stage-k1 schedule
+            pick = f"$k_2$ = {chosen['k2']} (stage {k1} as is)"
+        else:
+            pick = f"$\\lambda_{{all}}$ = {chosen['lambda']:g}, $k_2$ = {chosen['k2']}"
+    else:
+        head = "Constant: $\\lambda_{const}$"
+        pick = f"$\\lambda_{{const}}$ = {chosen['lambda']:g}" if chosen else "undecided"
+    return f"{head}\nchosen: {pick}"
+
+
+def _draw_histories(ax, search: Mapping) -> None:
+    drawn = False
+    for family in SEARCH_FAMILIES:
+        seeds = [c for c in search.get("histories", {}).get(family, []) if c["epochs"]]
+        if not seeds:
+            continue
+        color = FAMILY_COLORS[family]
+        for c in seeds:
+            ax.plot(c["epochs"], c["val_ece"], color=color, lw=0.8, alpha=0.35, marker=".", ms=3)
+        epochs = sorted({e for c in seeds for e in c["epochs"]})
+        by_epoch = [[v for c in seeds for e2, v in zip(c["epochs"], c["val_ece"]) if e2 == e] for e in epochs]
+        mean = [float(np.mean(v)) for v in by_epoch]
+        schedule = search.get("chosen", {}).get(family, "")
+        ax.plot(epochs, mean, color=color, lw=1.8, marker="o", ms=3.5,
+                label=f"{family} ({schedule}): mean of {len(seeds)} seed{'s' * (len(seeds) > 1)}")
+        drawn = True
+    if drawn:
+        ax.legend(loc="best", frameon=False)
+        evaluated = sorted({e for curves in search.get("histories", {}).values() for c in curves for e in c["epochs"]})
+        if len(evaluated) <= 12:  # few evaluations (eval_every > 1): tick exactly those epochs
+            ax.set_xticks(evaluated)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    else:
+        _no_data(ax)
+    ax.set(xlabel="epoch", ylabel="validation ECE",
+           title="Validation ECE over epochs: the chosen schedule of each family (thin: one seed)")
+    ax.grid(alpha=0.25, lw=0.5)
+
+
+def plot_search(search: Mapping, path: Path, title: str) -> list[Path]:
+    """The search in one figure, as ``path`` (PNG) and the same name .pdf (vector, for a paper).
+
+    Top row, one panel per stage (shared y axis): each candidate's validation ECE against
+    its lambda, the chosen one as a star; the joint stage has one line per k2. Dashed blue:
+    the chosen constant; dotted black: the unregularized model. Bottom: the validation ECE
+    over epochs of each family's final models. Returns the written paths.
+    """
+    import matplotlib
+
+    path = Path(path)
+    k1 = int(search.get("k1", 0))
+    stages = [s for s in search.get("stages", []) if s["stage"] not in ("none",)]
+    constant, none = _stage_reference(search, "constant"), _stage_reference(search, "none")
+    with matplotlib.rc_context(SEARCH_STYLE):
+        ncols = max(1, len(stages))
+        fig = Figure(figsize=(max(7.0, 2.45 * ncols), 5.6), layout="constrained")
+        FigureCanvasAgg(fig)
+        grid = fig.add_gridspec(2, ncols, height_ratios=(1.15, 1.0))
+        top = []
+        for n, stage in enumerate(stages):
+            ax = fig.add_subplot(grid[0, n], sharey=top[0] if top else None)
+            top.append(ax)
+            if stage["stage"] == "joint":
+                _draw_joint(ax, stage, k1)
+                xlabel = r"$\lambda_{all}$"
+            else:
+                color = FAMILY_COLORS["constant"] if stage["stage"] == "constant" else CHOSEN_COLOR
+                _draw_stage(ax, stage, color)
+                i = stage["stage"].removeprefix("stage")
+                xlabel = r"$\lambda_{const}$" if stage["stage"] == "constant" else f"$\\lambda_{{{i}}}$"
+            _draw_references(ax, constant, none, with_constant=stage["stage"] != "constant")
+            if ax.get_legend_handles_labels()[0]:  # the joint stage's k2 lines, placed clear of the references
+                ax.legend(loc="best", handlelength=1.6, framealpha=0.85, edgecolor="none")
+            _lambda_axis(ax, [r["lambda"] for r in stage["candidates"]])
+            ax.set_xlabel(xlabel)
+            ax.set_title(_stage_title(stage, k1))
+            ax.margins(y=0.12)
+            ax.grid(alpha=0.25, lw=0.5)
+            if n:
+                ax.tick_params(labelleft=False)
+            else:
+                ax.set_ylabel("validation ECE")
+        if not stages:
+            _no_data(fig.add_subplot(grid[0, :]))
+        _draw_histories(fig.add_subplot(grid[1, :]), search)
+        from matplotlib.lines import Line2D
+
+        handles = [
+            Line2D([], [], color="0.35", marker="o", mfc="white", mec="0.2", label="candidate"),
+            Line2D([], [], ls="", marker="*", ms=11, color=CHOSEN_COLOR, mec="black", mew=0.6, label="chosen"),
+            Line2D([], [], ls="", marker="x", color="grey", mew=1.5, label="failed"),
+            Line2D([], [], color=FAMILY_COLORS["constant"], ls="--", label=_ref_label("chosen constant", constant)),
+            Line2D([], [], color=FAMILY_COLORS["none"], ls=":", lw=1.2, label=_ref_label("unregularized", none)),
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False)
+        chosen = search.get("chosen", {}).get("time-dependent")
+        fig.suptitle(f"Search: {title}" + (f"; chosen time-dependent schedule {chosen}" if chosen else ""),
+                     fontsize=10)
+        out = []
+        for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
+            buf = io.BytesIO()
+            fig.savefig(buf, format=fmt, dpi=SEARCH_DPI)
+            write_atomic(target, buf.getvalue())
+            out.append(target)
+    return out
+
+
+def _ref_label(name: str, value: float | None) -> str:
+    return f"{name} ({value:.4f})" if value is not None else f"{name} (n/a)"
+
 # ----------------------------------------------------------------------------- entry point
 
 
@@ -637,8 +941,12 @@ def write_report(
     schedules: dict[str, str],
     class_names: list[str],
     condition_class: int,
+    search: Mapping | None = None,
 ) -> Report:
     """Write results.md, results.csv and the three figures into ``out_dir``; return a :class:`Report`.
+
+    With ``search`` (a :func:`search_trace`), also search.json, search.png, search.pdf and
+    a section on the search in results.md.
 
     ``finals`` maps a family ("none", "constant", "time-dependent", the baselines of
     :data:`FAMILIES`, any subset) to its flat test results, one per seed; ``schedules`` maps a
@@ -653,7 +961,7 @@ def write_report(
     condition = _class_name(class_names, condition_class)
     title = f"{game} ({profile})"
 
-    markdown = _markdown(game, profile, families, skipped, finals, schedules, condition)
+    markdown = _markdown(game, profile, families, skipped, finals, schedules, condition, search)
     md_path = out_dir / "results.md"
     write_atomic(md_path, markdown)
     csv_path = out_dir / "results.csv"
@@ -665,6 +973,9 @@ def write_report(
         _plot_reliability(out_dir / "reliability.png", families, finals, title),
         _plot_intervals(out_dir / "intervals.png", families, finals, title),
     ]
+    if search is not None:
+        write_atomic(out_dir / SEARCH_JSON, json.dumps(search, indent=1))
+        files += [out_dir / SEARCH_JSON, *plot_search(search, out_dir / "search.png", title)]
     return Report(markdown=markdown, table=_plain(game, profile, families, finals),
                   files=files, summary=_summary(families, finals))
 

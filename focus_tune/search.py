@@ -617,7 +617,7 @@ def _data_for_trials(dataset) -> dict:
 
 def _report(cfg, args, plan, state, dataset, run_dir, tracker, winners, data_info):
     from .baselines import with_baselines
-    from .report import write_report
+    from .report import search_trace, write_report
 
     finals = {}
     for family, by_seed in plan.finals(state.results).items():
@@ -628,7 +628,11 @@ def _report(cfg, args, plan, state, dataset, run_dir, tracker, winners, data_inf
                  for family, stage in (("none", "none"), ("constant", "constant"), ("time-dependent", "joint"))}
     m = dataset.manifest
     out = run_dir / "report"
-    report = write_report(out, args.game, args.profile, finals, schedules, m.class_names, m.condition_class)
+    # The search itself (every stage's candidates, each family's validation ECE over epochs) in the report.
+    histories = tracker.metric_histories("val/ece")
+    search = search_trace(plan, state.results, histories)
+    report = write_report(out, args.game, args.profile, finals, schedules, m.class_names, m.condition_class,
+                          search=search)
     _write_efficiency(state, out)
     for file in out.iterdir():  # durable before MLflow and the user are told it exists
         if file.is_file():

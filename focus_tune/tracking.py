@@ -98,6 +98,20 @@ class Tracker:
     def log_artifacts(self, folder: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifacts(self.parent_run_id, str(folder), artifact_path)
 
+    def metric_histories(self, key: str, trial_ids=None) -> dict[str, list[tuple[int, float]]]:
+        """{trial id: [(step, value), ...]} of one metric of the trials' child runs, by step;
+        where a step was logged twice (a trial retried from an earlier checkpoint) the
+        later value counts."""
+        out = {}
+        for tid, run_id in self._children.items():
+            if trial_ids is not None and tid not in trial_ids:
+                continue
+            latest: dict[int, float] = {}
+            for m in sorted(self.client.get_metric_history(run_id, key), key=lambda m: m.timestamp):
+                latest[int(m.step)] = float(m.value)
+            out[tid] = sorted(latest.items())
+        return out
+
     def log_model(self, folder: Path, name: str) -> str:
         """A final model folder (``model_io.save_model``: numpy weights + JSON, no pickle) as a
         logged model of the parent run; returns its id (load with ``model_io.load_model("models:/<id>")``)."""
