@@ -641,7 +641,7 @@ def _report(cfg, args, plan, state, dataset, run_dir, tracker, winners, data_inf
     tracker.log_artifacts(out, "report")
     tracker.log_search(tags={f"schedule.{f}": s for f, s in schedules.items()},
                        params={"chosen_schedule": schedules["time-dependent"]})
-    _log_final_models(plan, state, cfg, data_info, tracker, run_dir)
+    _log_final_models(plan, state, cfg, data_info, tracker, run_dir, m)
     return report
 
 
@@ -654,9 +654,11 @@ def _write_efficiency(state: SearchState, out: Path) -> None:
         {"batches": state.batch_seconds, "wall_s": wall, "sum_longest_trial_s": longest, "ratio": ratio}, indent=1))
 
 
-def _log_final_models(plan, state, cfg, data_info, tracker, run_dir: Path) -> None:
+def _log_final_models(plan, state, cfg, data_info, tracker, run_dir: Path, manifest) -> None:
     """Each family's final model of the search seed, without pickle (``model_io``: numpy
-    weights + JSON), in ``<run>/models/<family>`` and as a logged model of the parent run."""
+    weights + JSON), in ``<run>/models/<family>`` and as a logged model of the parent run.
+    Its model.json also records what ``focus_tune.predict`` needs to use it without the
+    dataset: the class names, the sequence length and the image shape."""
     import torch
     from ray import tune
 
@@ -673,7 +675,9 @@ def _log_final_models(plan, state, cfg, data_info, tracker, run_dir: Path) -> No
         model = build_model(train, data_info)
         model.load_state_dict(load_checkpoint(tune.Checkpoint(path))["model"])
         folder = save_model(run_dir / "models" / family, model.eval().to(torch.float32), train, data_info,
-                            extra={"family": family, "trial_id": spec_source or tid})
+                            extra={"family": family, "trial_id": spec_source or tid, "game": manifest.game,
+                                   "class_names": list(manifest.class_names), "length": manifest.length,
+                                   "image_shape": list(manifest.image_shape)})
         tracker.log_model(folder, name=f"model-{family}")
 
 

@@ -29,6 +29,88 @@ def tracking_uri(uri: str | None) -> str:
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+def ui_command(uri: str) -> str:
+    """How to look at a store: the ``mlflow ui`` command for a local one, the address of a server."""
+    if uri.startswith(("http://", "https://")):
+        return f"open {uri}"
+    return f"mlflow ui --backend-store-uri {uri} --workers 1  (then open http://127.0.0.1:5000)"
+
+
+class ModelNotFound(LookupError):
+    """A model URI that names nothing in the store; the message says what the store has."""
+
+
+def _sqlite_file(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///"):].split("?")[0])
+
+
+def fetch_model(uri: str, tracking: str | None = None) -> tuple[Path, dict[str, str]]:
+    """Download the model folder at an MLflow URI (``runs:/<run>/model-<family>``,
+    ``models:/<model_id>``, ``models:/<name>/<version>``) and return it with the params of
+    the run that logged it ({} when unknown). Raises :class:`ModelNotFound` with a
+    readable message when the store, the run or the model does not exist; a missing
+    SQLite store is not created."""
+    from mlflow.artifacts import download_artifacts
+    from mlflow.exceptions import MlflowException
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    store = tracking_uri(tracking)
+    db = _sqlite_file(store)
+    if db is not None and not db.is_file():
+        raise ModelNotFound(f"no MLflow store at {db} (--tracking-uri {store}); run this where the search ran, "
+                            "or pass the --tracking-uri it printed")
+    mlflow.set_tracking_uri(store)
+    client = MlflowClient(store)
+    run_id = None
+    try:
+        if uri.startswith("runs:/"):
+            run_id, _, path = uri[len("runs:/"):].partition("/")
+            run = _get(client.get_run, run_id, f"no MLflow run {run_id!r} in {store}")
+            if path.strip("/") and not _run_has(client, run, path.strip("/")):
+                names = sorted(m.name for m in _run_models(client, run))
+                raise ModelNotFound(f"run {run_id} has no model {path.strip('/')!r}"
+                                    + (f"; it has: {', '.join(names)}" if names else "; it logged no model"))
+        elif uri.startswith("models:/"):
+            ref = uri[len("models:/"):].strip("/")
+            if "/" in ref or "@" in ref:  # a registered model: name/version or name@alias
+                name, version = (ref.split("@", 1) if "@" in ref else ref.rsplit("/", 1))
+                get = client.get_model_version_by_alias if "@" in ref else client.get_model_version
+                run_id = _get(lambda: get(name, version), None, f"no registered model {ref!r} in {store}").run_id
+            else:
+                run_id = _get(client.get_logged_model, ref, f"no logged model {ref!r} in {store}").source_run_id
+        folder = Path(download_artifacts(uri))
+    except MlflowException as err:
+        raise ModelNotFound(f"{uri}: {' '.join(str(err.message).split())[:300]}") from None
+    params = dict(client.get_run(run_id).data.params) if run_id else {}
+    return folder, params
+
+
+def _get(fetch, arg, missing: str):
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return fetch(arg) if arg is not None else fetch()
+    except MlflowException as err:
+        if "RESOURCE_DOES_NOT_EXIST" in str(err.error_code) or "not found" in str(err).lower():
+            raise ModelNotFound(missing) from None
+        raise
+
+
+def _run_models(client, run):
+    return client.search_logged_models([run.info.experiment_id],
+                                       filter_string=f"source_run_id = '{run.info.run_id}'")
+
+
+def _run_has(client, run, path: str) -> bool:
+    """Whether a run holds ``path``: a logged model of that name, or an artifact."""
+    if any(m.name == path for m in _run_models(client, run)):
+        return True
+    parent, _, leaf = path.rpartition("/")
+    return any(a.path == path for a in client.list_artifacts(run.info.run_id, parent or None))
+
+
 class Tracker:
     """The search's parent run and its children."""
 
