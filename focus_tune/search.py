@@ -27,6 +27,8 @@ from .config import PROFILES, ConfigError, SearchConfig, load_search_config, spa
 from .data import GAMES, DataError, ensure_dataset, load_dataset
 from .interrupt import EXIT_INTERRUPTED, INTERRUPT, Interrupted
 from .plan import Batch, SearchPlan, StageFailed, TrialSpec
+from .progress import Progress
+from .progress import fmt_s as _fmt_s
 
 STATE_FILE = "search_state.json"
 
@@ -115,19 +117,27 @@ class SearchState:
 
 
 # -- running a batch on Ray Tune ----------------------------------------------------------------
-def _make_state_callback(state: SearchState, selection: str, progress: "Progress"):
+def _make_state_callback(state: SearchState, selection: str, progress: Progress):
     from ray.tune import Callback
 
     class StateCallback(Callback):
         def __init__(self):
             self.val_history: dict[str, list[float]] = {}
 
+        def on_step_end(self, iteration, trials, **info):
+            progress.tick()  # the live bar's clock and ETA, between results
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            progress.started(trial.config["trial_config"]["trial"]["trial_id"])
+
         def on_trial_result(self, iteration, trials, trial, result, **info):
             tid = trial.config["trial_config"]["trial"]["trial_id"]
+            epochs = trial.config["trial_config"]["train"]["epochs"]
+            if "epoch" in result:
+                progress.epoch(tid, result["epoch"], epochs, result.get("time_total_s"))
             if "val/ece" in result:
                 self.val_history.setdefault(tid, []).append(result["val/ece"])
-                progress.evaluated(tid, result["epoch"], trial.config["trial_config"]["train"]["epochs"],
-                                   result["val/ece"])
+                progress.evaluated(tid, result["epoch"], epochs, result["val/ece"])
             if trial.checkpoint is not None:
                 state.checkpoints[tid] = _checkpoint_uri(trial.checkpoint)
                 state.save()
@@ -153,46 +163,16 @@ def _make_state_callback(state: SearchState, selection: str, progress: "Progress
                     state.finals[tid]["seed"] = cfg["trial"]["seed"]
             state.trial_seconds[tid] = float(last.get("time_total_s", 0.0))
             state.save()
-            progress.trial_done(tid, state.results[tid])
+            progress.trial_done(tid, state.results[tid], state.trial_seconds[tid])
 
         def on_trial_error(self, iteration, trials, trial, **info):
             tid = trial.config["trial_config"]["trial"]["trial_id"]
             state.results[tid] = None
             state.save()
             progress.failed(tid, f"crashed {trial.num_failures} times; see {trial.error_file}")
+            progress.trial_done(tid, None)
 
     return StateCallback()
-
-
-class Progress:
-    """One line per finished trial: stage, trials done / total, best so far, ETA."""
-
-    def __init__(self, total_trainings: int, done: int):
-        self.total, self.done, self.t0 = total_trainings, done, time.time()
-        self.started_with = done
-        self.best: dict[str, tuple[float, str]] = {}
-        self.stage_of: dict[str, str] = {}
-
-    def trial_done(self, tid: str, score: float | None) -> None:
-        self.done += 1
-        stage = self.stage_of.get(tid, "?")
-        if score is not None and (stage not in self.best or score < self.best[stage][0]):
-            self.best[stage] = (score, tid)
-        rate = (time.time() - self.t0) / max(1, self.done - self.started_with)
-        eta = max(0, self.total - self.done) * rate
-        best = self.best.get(stage)
-        best_s = f"best {stage} val ECE {best[0]:.4f} ({best[1]})" if best else "no result yet"
-        score_s = "failed" if score is None else f"val ECE {score:.4f}"
-        print(f"  [{stage}] {tid}: {score_s} | {self.done}/{self.total} trials | {best_s} | ETA {_fmt_s(eta)}",
-              flush=True)
-
-    def evaluated(self, tid: str, epoch: int, epochs: int, val_ece: float) -> None:
-        if epoch < epochs:  # the last evaluation is printed when the trial completes
-            print(f"  [{self.stage_of.get(tid, '?')}] {tid}: epoch {epoch}/{epochs}, val ECE {val_ece:.4f}",
-                  flush=True)
-
-    def failed(self, tid: str, why: str) -> None:
-        print(f"  [{self.stage_of.get(tid, '?')}] {tid} FAILED: {why}", flush=True)
 
 
 def _is_uri(storage: str) -> bool:
@@ -216,10 +196,6 @@ def _checkpoint_uri(checkpoint) -> str:
     """A checkpoint's location that tune.Checkpoint(...) reopens: a path, or a URI off the local disk."""
     kind = checkpoint.filesystem.type_name
     return checkpoint.path if kind == "local" else f"{kind}://{checkpoint.path}"
-
-
-def _fmt_s(s: float) -> str:
-    return f"{int(s // 60)}m{int(s % 60):02d}s"
 
 
 def _interrupt_stopper():
@@ -492,6 +468,8 @@ def _open_tracker(args, parent_run_id):
 
 def _search(args, prep: _Prepared, t_start: float) -> int:
     """The search proper: from here on the state file and the MLflow parent run exist."""
+    from .tracking import tracking_uri, ui_command
+
     cfg, dataset, run_dir = prep.cfg, prep.dataset, prep.run_dir
     m = dataset.manifest
     state_path = run_dir / STATE_FILE
@@ -506,6 +484,9 @@ def _search(args, prep: _Prepared, t_start: float) -> int:
     state.parent_run_id = tracker.parent_run_id
     state.attempts += 1
     state.save()
+    print(f"MLflow: experiment focus-tune/{args.game}, run {tracker.parent_run_id} | watch it: "
+          f"{ui_command(tracker.uri)}", flush=True)
+    progress = None
     try:
         if new_parent:
             tracker.log_search(params={"game": args.game, "profile": args.profile, "seed": args.seed,
@@ -517,8 +498,11 @@ def _search(args, prep: _Prepared, t_start: float) -> int:
         plan = SearchPlan(cfg.grid, length=m.length, seed=args.seed, final_seeds=cfg.final_seeds,
                           joint_search=args.joint_search)
         expected = plan.stats(plan.dry_run(state.results))  # the grid's count, an estimate with Optuna
-        progress = Progress(expected.trainings + expected.evaluations,
-                            done=sum(1 for tid in state.results if not tid.startswith("joint-optuna-done")))
+        evaluations = {t.trial_id for t in plan.all_trials(state.results) if t.source_trial}
+        done = [tid for tid in state.results if not tid.startswith("joint-optuna-done")]
+        done_evaluations = sum(tid in evaluations for tid in done)
+        progress = Progress(expected.trainings, expected.evaluations, done_trainings=len(done) - done_evaluations,
+                            done_evaluations=done_evaluations)
         data_ref = prep.arrays  # tune.with_parameters puts it in the object store once per batch
         data_info = {"num_classes": m.num_classes, "event": m.event_class,
                      "condition_class": m.condition_class, "in_channels": m.image_shape[0]}
@@ -529,8 +513,10 @@ def _search(args, prep: _Prepared, t_start: float) -> int:
                 continue
             for t in batch.trials:
                 progress.stage_of[t.trial_id] = t.stage if t.stage != "final" else f"final {t.family}"
+                if t.source_trial:
+                    progress.evaluation_ids.add(t.trial_id)
             stages = ", ".join(batch.stages)
-            print(f"batch: {stages} | {len(batch.trials)} trials ({batch.trainings} trainings)", flush=True)
+            progress.batch(stages, f"batch: {stages} | {len(batch.trials)} trials ({batch.trainings} trainings)")
             configs = [_trial_config(t, cfg, data_info, state) for t in batch.trials]
             _run_batch(batch, configs, args, data_ref, state, tracker, cfg.train.selection, progress,
                        run_dir, name=_batch_name(state, batch))
@@ -538,6 +524,8 @@ def _search(args, prep: _Prepared, t_start: float) -> int:
         winners = plan.winners(state.results)
         report = _report(cfg, args, plan, state, dataset, run_dir, tracker, winners, data_info)
     except Interrupted:
+        if progress is not None:
+            progress.close()
         state.save()
         reason = f"interrupted by {INTERRUPT.signal_name or 'SIGINT'}"
         tracker.end_running_children("KILLED", reason)
@@ -547,6 +535,8 @@ def _search(args, prep: _Prepared, t_start: float) -> int:
               f"is KILLED; continue with the same command and --resume", file=sys.stderr, flush=True)
         raise
     except BaseException as err:
+        if progress is not None:
+            progress.close()
         reason = f"{type(err).__name__}: {err}"
         tracker.end_running_children("FAILED", reason)
         tracker.finish(status="FAILED", reason=reason)
@@ -557,12 +547,15 @@ def _search(args, prep: _Prepared, t_start: float) -> int:
             print(f"the search state is kept in {state_path}: rerun with --resume to continue",
                   file=sys.stderr, flush=True)
         raise
+    progress.close()
     wall = time.time() - t_start
     tracker.log_search(metrics={**report.summary, "search/wall_s": wall})
     tracker.finish()
     print(report.table)
     print(f"\nchosen time-dependent schedule: {winners['joint'].schedule}")
-    print(f"report: {run_dir / 'report' / 'results.md'}  |  MLflow: mlflow ui --backend-store-uri {tracker.uri}")
+    print(f"report: {run_dir / 'report' / 'results.md'}  |  MLflow: {ui_command(tracker.uri)}")
+    print(f"use it: python -m focus_tune.predict --model runs:/{tracker.parent_run_id}/model-time-dependent "
+          f"{'' if tracker.uri == tracking_uri(None) else '--tracking-uri ' + tracker.uri + ' '}IMAGE...")
     print(f"wall time {_fmt_s(wall)}")
     return 0
 
@@ -579,8 +572,8 @@ def _run_optuna_joint(batch, cfg, args, data_ref, data_info, state, tracker, pro
     known = {(la, k2): score for la, k2, score in js.evaluated}
     for c in candidates.values():
         progress.stage_of[c["trial"]["trial_id"]] = "joint"
-    print(f"batch: joint (Optuna) | {js.remaining} trainings of {js.budget}, "
-          f"{len(known)} candidates known", flush=True)
+    progress.batch("joint (Optuna)", f"batch: joint (Optuna) | {js.remaining} trainings of {js.budget}, "
+                                     f"{len(known)} candidates known")
     searcher = DedupOptunaSearch(candidates, known, metric="score", mode="min", seed=args.seed)
     space = {"lambda_all": tune.choice(list(js.lambdas)), "k2": tune.choice(list(js.k2))}
     _run_batch(batch, space, args, data_ref, state, tracker, cfg.train.selection, progress, run_dir,
