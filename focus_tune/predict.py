@@ -40,6 +40,7 @@ FAMILIES = ("time-dependent", "constant", "none")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".npy")
 MODEL_JSON = "model.json"
 DEFAULT_SAMPLES = 100  # the paper's M
+DEFAULT_ITEMS = 5  # items of a dataset folder input when --items is not given
 MAX_HEATMAP_CLASSES = 24  # more classes: the most probable ones, the rest summed as "other"
 
 
@@ -167,8 +168,11 @@ class Item:
     truth: dict | None = None  # sequence, time_to_event, exact_marginals (dataset items)
 
 
-def parse_items(spec: str, n: int) -> list[int]:
-    """"0-4,9" -> [0, 1, 2, 3, 4, 9]; "all" -> every index below n."""
+def parse_items(spec: str | None, n: int) -> list[int]:
+    """"0-4,9" -> [0, 1, 2, 3, 4, 9]; "all" -> every index below n; None -> the first
+    DEFAULT_ITEMS (fewer when the split is smaller)."""
+    if spec is None:
+        return list(range(min(DEFAULT_ITEMS, n)))
     if spec.strip().lower() == "all":
         return list(range(n))
     out: list[int] = []
@@ -249,7 +253,7 @@ def load_image(path: Path, shape: tuple[int, int, int], resize: bool = True) -> 
     return (array[None] if array.ndim == 2 else array.transpose(2, 0, 1)).copy(), note
 
 
-def _dataset_items(folder: Path, split: str, spec: str, shape: tuple[int, int, int], resize: bool) -> list[Item]:
+def _dataset_items(folder: Path, split: str, spec: str | None, shape: tuple[int, int, int], resize: bool) -> list[Item]:
     from .data import DataError, load_dataset
 
     try:
@@ -266,7 +270,7 @@ def _dataset_items(folder: Path, split: str, spec: str, shape: tuple[int, int, i
     return out
 
 
-def collect(inputs: Sequence[str], shape: tuple[int, int, int], split: str = "test", items: str = "0-4",
+def collect(inputs: Sequence[str], shape: tuple[int, int, int], split: str = "test", items: str | None = None,
             resize: bool = True) -> list[Item]:
     """The images named on the command line, in order (a folder's files sorted by name)."""
     out: list[Item] = []
@@ -563,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=number_above(0.0), help="level of the interval I_alpha (default: the search's, 0.9)")
     p.add_argument("--prefix", help="condition on the first entries: class names or ids, comma-separated (NOOP,RIGHT)")
     p.add_argument("--split", choices=("train", "val", "test"), default="test", help="split of a dataset folder input")
-    p.add_argument("--items", default="0-4", help="items of a dataset folder input: 0-4,9 or 'all' (default 0-4)")
+    p.add_argument("--items", help="items of a dataset folder input: 0-4,9 or 'all' (default: the first 5)")
     p.add_argument("--no-resize", dest="resize", action="store_false",
                    help="refuse images of another size instead of resizing them")
     p.add_argument("--json", action="store_true", help="print one JSON object per image and line instead of the summary")

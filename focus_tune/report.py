@@ -679,7 +679,8 @@ def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Seque
         rows = []
         for candidate, key in stage.candidates:
             score = trainings.score(key) if trainings.has_result(key) else None
-            status = "pending" if not trainings.has_result(key) else ("ok" if score is not None else "failed")
+            # "not run": no result yet, or a joint candidate an Optuna search did not try
+            status = "not run" if not trainings.has_result(key) else ("ok" if score is not None else "failed")
             rows.append({"trial_id": candidate.trial_id, "trained_as": trainings.trained(key).trial_id,
                          "schedule": str(candidate.schedule), **_stage_x(name, candidate.params),
                          "score": score, "status": status})

@@ -5,6 +5,7 @@ errors a user meets (a model URI that does not exist, an image it cannot read)."
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -131,7 +132,18 @@ def test_bad_input_is_refused_with_one_line(tiny, tmp_path, capsys, make, flags,
     assert code == 2 and message in err and err.startswith("error: ") and err.count("\n") == 1, err
 
 
-def test_a_grey_npy_image_of_another_size_is_resized(tiny, tmp_path, capsys):
+def test_items_of_a_dataset_folder():
+    assert predict.parse_items(None, 24) == [0, 1, 2, 3, 4]
+    assert predict.parse_items(None, 3) == [0, 1, 2], "the default never runs past a small split"
+    assert predict.parse_items("2-4,0,3", 10) == [2, 3, 4, 0]
+    assert predict.parse_items("all", 3) == [0, 1, 2]
+    for bad, message in (("9", "index 9 is out of range (the split has 5 items)"), ("4-2", "runs backwards"),
+                         ("x", "expected indices like 0-4,9")):
+        with pytest.raises(predict.PredictError, match=re.escape(message)):
+            predict.parse_items(bad, 5)
+
+
+def test_an_hwc_npy_image_of_another_size_is_resized(tiny, tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.full((20, 24, 3), 7, np.uint8))  # [H, W, C]
     code, out, err = run(capsys, "--model", tiny, tmp_path / "x.npy", "--json", "-M", 8)
     assert code == 0, err

@@ -97,6 +97,9 @@ def test_a_search_without_histories_or_decisions_still_draws(tmp_path):
     trace = search_trace(plan, results)
     assert [s["stage"] for s in trace["stages"]] == ["stage1", "constant", "none"]
     assert trace["histories"] == {} and trace["chosen"] == {}
+    status = {r["trial_id"]: r["status"] for s in trace["stages"] for r in s["candidates"]}
+    assert status["stage1-l0.01-s0"] == "ok" and status["stage1-l0.05-s0"] == "not run"
+    assert all(s["winner"] is None for s in trace["stages"])
     _image(plot_search(trace, tmp_path / "s.png", "partial")[0])
 
 
