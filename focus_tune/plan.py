@@ -98,6 +98,22 @@ class StageWinner:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """One candidate of a stage as the procedure saw it (:meth:`SearchPlan.candidates`).
+
+    ``trained_as`` is the trial that holds its training (itself, or the earlier trial of the
+    same schedule it was deduplicated onto); ``status`` is "ok", "failed" (the training
+    failed or scored NaN) or "not run" (no result yet, or a joint candidate an Optuna
+    search did not try); ``score`` is the selection score when "ok".
+    """
+
+    spec: TrialSpec
+    trained_as: str
+    status: str
+    score: float | None
+
+
+@dataclass(frozen=True)
 class JointSpace:
     """The joint stage (lambda_all x k2) handed to a search algorithm such as Optuna.
 
@@ -158,6 +174,18 @@ class Batch:
 
     def __bool__(self) -> bool:
         return bool(self.trials) or self.joint_space is not None
+
+    def longest_first(self) -> list[TrialSpec]:
+        """The trials in the order to start them. With fewer slots than trials, starting the
+        longest first shortens the batch (LPT scheduling): a final that trains also evaluates
+        the test set (the unregularized one twice, with its temperature-scaled baseline), so
+        training finals (none first), then the other trainings, then the test evaluations
+        (none first); ties keep the plan's order."""
+        def cost(t: TrialSpec) -> tuple[bool, bool, bool]:
+            final = t.stage == "final"
+            return t.source_trial is None, final, final and t.family == "none"
+
+        return sorted(self.trials, key=cost, reverse=True)  # stable: ties keep their order
 
 
 @dataclass(frozen=True)
@@ -291,6 +319,23 @@ class SearchPlan:
         stages = self._replay(results).stages
         order = [*(f"stage{i}" for i in range(1, self.grid.k1 + 1)), "joint", "constant", "none"]
         return {name: stages[name].winner for name in order if name in stages and stages[name].winner is not None}
+
+    def candidates(self, results: Results) -> dict[str, tuple[list[Candidate], str | None]]:
+        """stage -> (its candidates, the chosen candidate's trial id or None), for the stages
+        opened so far, in procedure order (stage1.., joint, constant, none)."""
+        state = self._replay(results)
+        t = state.trainings
+        order = [*(f"stage{i}" for i in range(1, self.grid.k1 + 1)), "joint", "constant", "none"]
+        out = {}
+        for name in (n for n in order if n in state.stages):
+            stage = state.stages[name]
+            rows = []
+            for spec, key in stage.candidates:
+                score = t.score(key) if t.has_result(key) else None
+                status = "not run" if not t.has_result(key) else ("ok" if score is not None else "failed")
+                rows.append(Candidate(spec, t.trained(key).trial_id, status, score))
+            out[name] = (rows, stage.winner.candidate.trial_id if stage.winner else None)
+        return out
 
     def done(self, results: Results) -> bool:
         """True when every family is decided and every final has a result (failed or not)."""

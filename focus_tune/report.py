@@ -669,22 +669,10 @@ def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Seque
     deduplicated (its schedule was trained by an earlier trial, e.g. k2 <= k1) carries the
     id of that trial in ``trained_as`` and its score.
     """
-    # plan.py exposes the winners; the candidates of every stage come from its replay.
-    replay = plan._replay(results)
-    trainings = replay.trainings
-    order = [*(f"stage{i}" for i in range(1, plan.grid.k1 + 1)), "joint", "constant", "none"]
     stages = []
-    for name in (n for n in order if n in replay.stages):
-        stage = replay.stages[name]
-        rows = []
-        for candidate, key in stage.candidates:
-            score = trainings.score(key) if trainings.has_result(key) else None
-            # "not run": no result yet, or a joint candidate an Optuna search did not try
-            status = "not run" if not trainings.has_result(key) else ("ok" if score is not None else "failed")
-            rows.append({"trial_id": candidate.trial_id, "trained_as": trainings.trained(key).trial_id,
-                         "schedule": str(candidate.schedule), **_stage_x(name, candidate.params),
-                         "score": score, "status": status})
-        winner = stage.winner.candidate.trial_id if stage.winner else None
+    for name, (candidates, winner) in plan.candidates(results).items():
+        rows = [{"trial_id": c.spec.trial_id, "trained_as": c.trained_as, "schedule": str(c.spec.schedule),
+                 **_stage_x(name, c.spec.params), "score": c.score, "status": c.status} for c in candidates]
         stages.append({"stage": name, "winner": winner, "candidates": rows})
     specs = {t.trial_id: t for t in plan.all_trials(results)}
     curves: dict[str, list[dict]] = {}

@@ -147,6 +147,20 @@ def test_paper_grid_batches_and_training_count():
     assert (stats.batches, stats.rounds_without_overlap, stats.overlap_saved) == (5, 7, 2)
 
 
+def test_batches_start_the_longest_trials_first():
+    """Batch 2 of the paper grid: training finals (none, with its temperature-scaled test
+    evaluation, first), then the stage-2 trainings, then the finals that only evaluate a
+    search checkpoint (none first); the plan's order within each kind."""
+    plan = SearchPlan(PAPER_GRID, length=300, seed=0)
+    _, history = simulate(plan, target_score(long_tail(300)))
+    batch = history[1][1]
+    order = [t.trial_id for t in batch.longest_first()]
+    assert order == ["final-none-s1", "final-none-s2", "final-constant-s1", "final-constant-s2",
+                     *[t.trial_id for t in batch.trials if t.stage == "stage2"],
+                     "final-none-s0", "final-constant-s0"]
+    assert sorted(order) == sorted(t.trial_id for t in batch.trials)
+
+
 def test_batches_respect_dependencies():
     plan = SearchPlan(PAPER_GRID, length=300, seed=0)
     _, history = simulate(plan, target_score(long_tail(300)))
