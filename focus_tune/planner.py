@@ -130,7 +130,7 @@ def estimate(plan: SearchPlan, resources: Resources, trial_minutes: float,
     batches = plan.dry_run() if batches is None else batches
     costs = []
     for i, b in enumerate(batches, start=1):
-        durations = [_trial_time(t, trial_minutes, eval_minutes) for t in b.trials]
+        durations = [_trial_time(t, trial_minutes, eval_minutes) for t in b.longest_first()]
         costs.append(BatchCost(
             index=i, trials=len(b.trials), trainings=b.trainings, evaluations=len(b.trials) - b.trainings,
             waves=math.ceil(len(b.trials) / slots), wall_minutes=_schedule(durations, slots),

@@ -517,7 +517,7 @@ def _search(args, prep: _Prepared, t_start: float) -> int:
                     progress.evaluation_ids.add(t.trial_id)
             stages = ", ".join(batch.stages)
             progress.batch(stages, f"batch: {stages} | {len(batch.trials)} trials ({batch.trainings} trainings)")
-            configs = [_trial_config(t, cfg, data_info, state) for t in batch.trials]
+            configs = [_trial_config(t, cfg, data_info, state) for t in batch.longest_first()]
             _run_batch(batch, configs, args, data_ref, state, tracker, cfg.train.selection, progress,
                        run_dir, name=_batch_name(state, batch))
         INTERRUPT.check()

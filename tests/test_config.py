@@ -94,7 +94,7 @@ def test_quick_profile_overrides_training_and_reduces_the_grids_keeping_every_st
     cfg = load_search_config(space_path("hero"), "quick")
     t = cfg.train
     assert (t.encoder, t.encoder_width, t.embed_dim, t.hidden, t.lr, t.batch_size, t.epochs, t.eval_every,
-            t.num_samples) == ("resnet18", 32, 128, 128, 1e-3, 64, 30, 15, 100,
+            t.num_samples) == ("resnet18", 32, 128, 128, 1e-3, 64, 30, 30, 100,
     )
     g = cfg.grid
     assert g.k1 == PAPER_GRID.k1  # all three sequential stages
