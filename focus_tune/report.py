@@ -819,6 +819,10 @@ def _stage_title(stage: Mapping, k1: int) -> str:
 
 
 def _draw_histories(ax, search: Mapping) -> None:
+    evaluated = sorted({e for curves in search.get("histories", {}).values() for c in curves for e in c["epochs"]})
+    if len(evaluated) == 1:  # validated at the last epoch only (the quick profile): no curve to draw
+        _draw_last_validation(ax, search, evaluated[0])
+        return
     drawn = False
     for family in SEARCH_FAMILIES:
         seeds = [c for c in search.get("histories", {}).get(family, []) if c["epochs"]]
@@ -836,7 +840,6 @@ def _draw_histories(ax, search: Mapping) -> None:
         drawn = True
     if drawn:
         ax.legend(loc="best", frameon=False)
-        evaluated = sorted({e for curves in search.get("histories", {}).values() for c in curves for e in c["epochs"]})
         if len(evaluated) <= 12:  # few evaluations (eval_every > 1): tick exactly those epochs
             ax.set_xticks(evaluated)
         else:
@@ -846,6 +849,23 @@ def _draw_histories(ax, search: Mapping) -> None:
     ax.set(xlabel="epoch", ylabel="validation ECE",
            title="Validation ECE over epochs: the chosen schedule of each family (thin: one seed)")
     ax.grid(alpha=0.25, lw=0.5)
+
+
+def _draw_last_validation(ax, search: Mapping, epoch: int) -> None:
+    """Each family's validation ECE at the one evaluated epoch: one dot per seed, a bar at the mean."""
+    families = [f for f in SEARCH_FAMILIES if any(c["epochs"] for c in search.get("histories", {}).get(f, []))]
+    for x, family in enumerate(families):
+        values = [v for c in search["histories"][family] for v in c["val_ece"]]
+        color = FAMILY_COLORS[family]
+        ax.scatter([x] * len(values), values, color=color, s=18, alpha=0.6, zorder=3)
+        ax.hlines(float(np.mean(values)), x - 0.25, x + 0.25, color=color, lw=2.2, zorder=4)
+    ax.set_xticks(range(len(families)),
+                  [f"{f}\n({search.get('chosen', {}).get(f, '')})" for f in families])
+    ax.set_xlim(-0.6, len(families) - 0.4)
+    ax.set(ylabel="validation ECE",
+           title=f"Validation ECE at epoch {epoch}, the only validation of this profile: "
+                 "the chosen schedule of each family (dots: seeds, bar: mean)")
+    ax.grid(alpha=0.25, lw=0.5, axis="y")
 
 
 def plot_search(search: Mapping, path: Path, title: str) -> list[Path]:

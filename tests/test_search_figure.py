@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from focus_tune.config import GridConfig
 from focus_tune.plan import SearchPlan
+from focus_tune import report as report_module
 from focus_tune.report import plot_search, search_trace, write_report
 
 GRID = GridConfig(lambdas=(0.01, 0.05), k1=2, k2=(1, 5), constants=(0.01, 0.05))
@@ -89,6 +90,26 @@ def test_figure_and_report_section(tmp_path):
     assert "| stage1 | `stage1-l0.05-s0` | 0.05 |  | n/a | failed |" in md
     assert "| joint | `joint-la0.01-k5-s0` | 0.01 | 5 | 0.2000 | **chosen** |" in md
     assert "| joint | `joint-la0.05-k1-s0` | 0.05 | 1 | 0.2200 | same schedule as `stage2-l0.01-s0`, trained once |" in md
+
+
+def test_one_validation_per_training_draws_the_seeds_per_family(tmp_path, monkeypatch):
+    """eval_every = epochs (the quick profile): one validation per training, no curve; the
+    bottom panel shows each family's seeds at that epoch instead."""
+    plan = SearchPlan(GRID, length=30, seed=0, final_seeds=3)
+    results = _simulate(plan)
+    trace = search_trace(plan, results, {tid: [(30, s)] for tid, s in results.items() if s is not None})
+    assert {e for curves in trace["histories"].values() for c in curves for e in c["epochs"]} == {30}
+    titles = []
+    monkeypatch.setattr(report_module, "_draw_histories", _spy(report_module._draw_histories, titles))
+    _image(plot_search(trace, tmp_path / "one.png", "one validation")[0])
+    assert titles and "Validation ECE at epoch 30, the only validation" in titles[0]
+
+
+def _spy(draw, titles):
+    def wrapped(ax, search):
+        draw(ax, search)
+        titles.append(ax.get_title())
+    return wrapped
 
 
 def test_a_search_without_histories_or_decisions_still_draws(tmp_path):
