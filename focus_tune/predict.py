@@ -192,7 +192,9 @@ def parse_items(spec: str | None, n: int) -> list[int]:
 
 
 def _from_array(array: np.ndarray, shape: tuple[int, int, int], name: str, resize: bool) -> tuple[np.ndarray, str | None]:
-    """A .npy image: uint8 [C, H, W] or [H, W, C] with the model's channels."""
+    """Pixels (a .npy, a decoded image file, a dataset item), uint8 [C, H, W] or [H, W, C] with
+    the model's channels, as the model's [C, H, W]: resized (bilinear, antialiased, each channel)
+    unless ``resize`` is False."""
     C, H, W = shape
     if array.dtype != np.uint8 or array.ndim not in (2, 3):
         raise PredictError(f"{name}: expected uint8 pixels [C, H, W] or [H, W, C], got {array.dtype} {list(array.shape)}")
@@ -219,7 +221,7 @@ def load_image(path: Path, shape: tuple[int, int, int], resize: bool = True) -> 
     """An image file as the model's uint8 [C, H, W]: converted to its channels (RGB or grey)
     and resized to its size (bilinear, antialiased) unless ``resize`` is False; a .npy holds
     the pixels themselves. Raises PredictError naming the file otherwise."""
-    C, H, W = shape
+    C = shape[0]
     if path.suffix.lower() == ".npy":
         try:
             array = np.load(path, allow_pickle=False)
@@ -236,21 +238,12 @@ def load_image(path: Path, shape: tuple[int, int, int], resize: bool = True) -> 
         with Image.open(path) as image:
             if image.width * image.height > MAX_PIXELS:
                 raise PredictError(f"{path}: {image.width}x{image.height} pixels is too large (at most {MAX_PIXELS})")
-            size = image.size
-            image = image.convert("RGB" if C == 3 else "L")
-            note = None
-            if size != (W, H):
-                if not resize:
-                    raise PredictError(f"{path}: {size[0]}x{size[1]} pixels, the model reads {W}x{H} "
-                                       "(drop --no-resize to resize it)")
-                image = image.resize((W, H), Image.Resampling.BILINEAR, reducing_gap=2.0)
-                note = f"resized from {size[0]}x{size[1]} to {W}x{H}"
-            array = np.asarray(image, dtype=np.uint8)
+            array = np.asarray(image.convert("RGB" if C == 3 else "L"), dtype=np.uint8)
     except PredictError:
         raise
     except (OSError, UnidentifiedImageError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
         raise PredictError(f"{path}: not a readable image ({short(str(err), 120)[1:-1]})") from None
-    return (array[None] if array.ndim == 2 else array.transpose(2, 0, 1)).copy(), note
+    return _from_array(array if array.ndim == 2 else array.transpose(2, 0, 1), shape, str(path), resize)
 
 
 def _dataset_items(folder: Path, split: str, spec: str | None, shape: tuple[int, int, int], resize: bool) -> list[Item]:
