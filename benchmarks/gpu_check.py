@@ -45,6 +45,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from focus_tune.config import load_search_config  # noqa: E402
+from focus_tune.data.profiles import get_spec  # noqa: E402
 from focus_tune.model import Simulator  # noqa: E402
 from focus_tune.regularization import LambdaSchedule  # noqa: E402
 from focus_tune.train import Split, evaluate, train_one_epoch  # noqa: E402
@@ -66,8 +68,14 @@ PAPER_CASES = [
     Case("3x64x64 L=100", (3, 64, 64), 100, 3),  # FaceMed
 ]
 DRY_CASES = [Case("3x32x32 L=12", (3, 32, 32), 12, 5)]
-PAPER_MODEL = dict(encoder="resnet18", embed_dim=256, hidden=256)  # search_spaces/*.yaml, paper profile
-HERO_VAL_ITEMS = 16769  # focus_tune/data/profiles.py, ("hero", "paper")
+
+
+def paper_train(dry: bool) -> dict:
+    """The paper profile's training settings (search_spaces/hero.yaml), shrunk for --dry."""
+    train = load_search_config(REPO / "search_spaces" / "hero.yaml", "paper").to_dict()["train"]
+    if dry:
+        train.update(batch_size=8, num_samples=4, embed_dim=32, hidden=32, encoder_width=8)
+    return train
 
 
 def _sync(device: torch.device) -> None:
@@ -83,9 +91,10 @@ def _random_split(n: int, case: Case, device: torch.device, seed: int = 0) -> Sp
 
 
 def _model(case: Case, device: torch.device, dry: bool) -> Simulator:
+    from focus_tune.trainable import build_model  # imports Ray: main() sets the token first
+
     torch.manual_seed(0)
-    kw = dict(PAPER_MODEL) if not dry else dict(encoder="resnet18", embed_dim=32, hidden=32, encoder_width=8)
-    model = Simulator(case.classes, in_channels=case.image[0], **kw).to(device)
+    model = build_model(paper_train(dry), {"num_classes": case.classes, "in_channels": case.image[0]}).to(device)
     if device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)  # as the trainable does
     return model
@@ -221,12 +230,7 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
 
     from focus_tune.trainable import run_trial, trial_config
 
-    train = {"lr": 1e-5, "batch_size": 256 if not dry else 8, "epochs": epochs, "eval_every": epochs,
-             "num_samples": 100 if not dry else 4, "ece_bins": 10, "alpha": 0.9, "selection": "last",
-             "val_items": 128 if not dry else 8, "test_items": None, "absorbing": "model", "encoder_width": 64,
-             "precision": "bf16", **PAPER_MODEL}
-    if dry:
-        train.update(embed_dim=32, hidden=32, encoder_width=8)
+    train = {**paper_train(dry), "epochs": epochs, "eval_every": epochs, "val_items": 8 if dry else 128}
     info = {"num_classes": case.classes, "event": case.classes - 1, "condition_class": None,
             "in_channels": case.image[0]}
     split = _random_split(items, case, torch.device("cpu"))
@@ -341,6 +345,10 @@ def main() -> int:
     torch.backends.cudnn.benchmark = True
     # Ray workers import focus_tune from this checkout; Tune keeps its banners to itself.
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    # A local Ray that requires a fresh token, set before anything imports Ray (the search's
+    # own subprocess in section 5 makes its own).
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     print(f"gpu_check on {name}; torch {torch.__version__}"
@@ -369,7 +377,7 @@ def main() -> int:
     section("train", "1. training, batch 256, ResNet-18 -> LSTM(256), channels_last",
             lambda: train_throughput(cases, device, batch=8 if dry else 256, batches=2 if dry else 24, dry=dry))
     section("mc", "2. Monte Carlo validation (evaluate, M = 100)",
-            lambda: mc_validation(hero, device, items=16 if dry else HERO_VAL_ITEMS, probe=8 if dry else 1024,
+            lambda: mc_validation(hero, device, items=16 if dry else get_spec("hero", "paper").val, probe=8 if dry else 1024,
                                   budget_s=args.mc_budget_s, dry=dry))
     with tempfile.TemporaryDirectory() as tmp:
         section("tune", "3. trials sharing the GPU through Ray Tune (the real trainable)",
@@ -404,9 +412,7 @@ def _write(out: Path | None, name: str, obj: dict) -> None:
 
 
 def _with_local_ray(dry: bool, fn):
-    """``fn()`` inside a local Ray that requires a fresh token, as the search makes one."""
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    """``fn()`` inside a local Ray that requires the token main() made, as the search does."""
     import ray
 
     ray.init(num_cpus=2 if dry else min(16, os.cpu_count() or 1), num_gpus=0 if dry else 1,
@@ -416,14 +422,10 @@ def _with_local_ray(dry: bool, fn):
         return fn()
     finally:
         ray.shutdown()
-        for var in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
-            os.environ.pop(var, None)
 
 
 def paper_cost(r: dict, dry: bool) -> dict:
     """Minutes of one paper H.E.R.O. training per GPU fraction and the 8-GPU search cost."""
-    from focus_tune.config import load_search_config
-    from focus_tune.data.profiles import get_spec
     from focus_tune.plan import SearchPlan
     from focus_tune.planner import Resources, estimate, training_minutes_from_rates
 
