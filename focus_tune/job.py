@@ -1,0 +1,66 @@
+"""What one trial runs: the one typed contract between the search driver and the trainable.
+
+The driver makes a :class:`TrialJob` from the plan's :class:`~focus_tune.plan.TrialSpec`
+and the validated config; Ray Tune carries it in the trial's config under ``"job"``; the
+trainable, the MLflow callback and the progress display read its attributes. Nothing on
+the way turns it into a dict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import TrainConfig
+from .plan import TrialSpec
+
+CONFIG_KEY = "job"  # the key of the TrialJob in a Tune trial's config
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """What the model and the evaluation need to know of the dataset."""
+
+    num_classes: int
+    event: int  # the absorbing class: END (games) or dead (FaceMed)
+    condition_class: int  # the class conditioned on in the conditional metrics
+    in_channels: int
+
+    @classmethod
+    def of(cls, manifest) -> "DataInfo":
+        """From a dataset's manifest (``focus_tune.data.store.Manifest``)."""
+        return cls(manifest.num_classes, manifest.event_class, manifest.condition_class, manifest.image_shape[0])
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """One trial: train ``spec.schedule`` with ``spec.seed`` (or, for a final with
+    ``source_checkpoint``, only evaluate that trained model on the test set).
+
+    resume_from: the checkpoint a resumed search continues from (a retry after a crash
+    uses Tune's own checkpoint instead); threads: torch threads of the trial.
+    """
+
+    spec: TrialSpec
+    train: TrainConfig
+    data: DataInfo
+    source_checkpoint: str | None = None
+    resume_from: str | None = None
+    threads: int = 1
+
+    @property
+    def trial_id(self) -> str:
+        return self.spec.trial_id
+
+    @property
+    def evaluate_test(self) -> bool:
+        """Finals are evaluated on the test set; search trials only on validation."""
+        return self.spec.stage == "final"
+
+    @property
+    def trains(self) -> bool:
+        return self.source_checkpoint is None
+
+
+def job_of(trial) -> TrialJob:
+    """The job of a Ray Tune ``Trial`` (driver side: callbacks, searcher)."""
+    return trial.config[CONFIG_KEY]
