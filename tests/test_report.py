@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import json
 import math
 import statistics
 from pathlib import Path
@@ -102,10 +101,10 @@ def hand(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
 
 
-def per_entry(rng: np.random.Generator, shift: float) -> str:
-    """A test_per_entry JSON string of the trainable's shape, with a null (NaN) in it."""
-    ece = list(np.clip(shift + 0.01 * rng.standard_normal(L), 0, 1))
-    ece[-1] = None  # JSON null stands for NaN
+def per_entry(rng: np.random.Generator, shift: float) -> dict:
+    """A test_per_entry dict of the trainable's shape: arrays, lists and a NaN among them."""
+    ece = np.clip(shift + 0.01 * rng.standard_normal(L), 0, 1)
+    ece[-1] = np.nan
     true = rng.integers(1, L + 1, N).astype(float)
     lo = np.maximum(true - rng.integers(0, 6, N), 0)
     hi = lo + rng.integers(1, 10, N)
@@ -115,13 +114,13 @@ def per_entry(rng: np.random.Generator, shift: float) -> str:
                  "count": [10, 10, 10, 10, 10]}
         for e in (1, L // 4 + 1, L // 2 + 1)
     }
-    metrics = {"ece": ece, "auc": list(rng.random(L)), "brier": list(rng.random(L)), "ce": list(rng.random(L))}
-    return json.dumps({
+    metrics = {"ece": ece, "auc": rng.random(L), "brier": rng.random(L), "ce": rng.random(L)}
+    return {
         "marginal": metrics,
         "conditional": {k: v[1:] for k, v in metrics.items()},
-        "interval": {"lo": lo.tolist(), "hi": hi.tolist(), "point": ((lo + hi) / 2).tolist(), "true": true.tolist()},
+        "interval": {"lo": lo, "hi": hi, "point": (lo + hi) / 2, "true": true},
         "reliability": reliability,
-    })
+    }
 
 
 def make_finals(seeds: int = 3, with_baselines: bool = False) -> dict[str, list[dict]]:
@@ -272,7 +271,8 @@ def test_missing_keys_render_as_na(tmp_path):
         for key in [k for k in row if k.startswith("test/conditional/")] + ["test/marginal/rmse"]:
             del row[key]
     finals["none"][1]["test/conditional/ece"] = float("nan")
-    finals["none"][2]["test_per_entry"] = "not json"
+    del finals["none"][2]["test_per_entry"]  # a result without per-entry data
+    finals["constant"][0]["test_per_entry"] = None
     report = write_report(tmp_path, "facemed", "smoke", finals, SCHEDULES, CLASSES, 0)
     marginal = table_cells(report.markdown, "Marginal")
     conditional = table_cells(report.markdown, "Conditional")
@@ -289,12 +289,27 @@ def test_keys_missing_everywhere(tmp_path):
         for row in rows:
             for key in [k for k in row if k.startswith("test/conditional/") or k.endswith(("rmse", "leak", "p_stay"))]:
                 del row[key]
-            row["test_per_entry"] = json.dumps({"marginal": {"ece": [0.1] * L}})
+            row["test_per_entry"] = {"marginal": {"ece": [0.1] * L}}
     report = write_report(tmp_path, "hero", "quick", finals, SCHEDULES, ["NOOP", "FIRE"], 0)
     marginal = table_cells(report.markdown, "Marginal")
     assert "RMSE to exact" not in marginal["none"] and "leak" not in marginal["none"]
     assert "No conditional results" in report.markdown
     assert "entry 1 = NOOP" in report.markdown
+    assert all(mpimg.imread(p).shape[0] > 100 for p in report.files if p.suffix == ".png")
+
+
+def test_results_without_per_entry_data_draw_no_data(tmp_path, monkeypatch):
+    from focus_tune.report import figures
+
+    finals = make_finals()
+    for rows in finals.values():
+        for row in rows:
+            del row["test_per_entry"]
+    empty = []
+    monkeypatch.setattr(figures, "no_data", lambda ax: empty.append(ax.figure))
+    report = write_report(tmp_path, "facemed", "smoke", finals, SCHEDULES, CLASSES, 0)
+    assert len(empty) == 3  # each of the three figures says 'no data'; the tables are whole
+    assert table_cells(report.markdown, "Marginal")["none"]["ECE"] == cell(VALUES["none"]["test/marginal/ece"])
     assert all(mpimg.imread(p).shape[0] > 100 for p in report.files if p.suffix == ".png")
 
 
@@ -407,7 +422,8 @@ def test_differences_from_a_results_csv(full, capsys):
 
 
 def test_every_report_file_is_written_atomically(tmp_path, monkeypatch):
-    import focus_tune.report as report_module
+    import sys
+
     from focus_tune.atomic import write_atomic
 
     written = []
@@ -416,7 +432,10 @@ def test_every_report_file_is_written_atomically(tmp_path, monkeypatch):
         written.append(Path(path).name)
         write_atomic(path, data)
 
-    monkeypatch.setattr(report_module, "write_atomic", recording)
+    writers = [m for name, m in sys.modules.items() if name.startswith("focus_tune.report.") and hasattr(m, "write_atomic")]
+    assert writers
+    for module in writers:
+        monkeypatch.setattr(module, "write_atomic", recording)
     report = write_report(tmp_path, "facemed", "smoke", make_finals(), SCHEDULES, CLASSES, 0)
     assert sorted(written) == sorted(f.name for f in report.files)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written)  # no temporary file left

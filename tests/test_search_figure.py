@@ -12,8 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from focus_tune.config import GridConfig
 from focus_tune.plan import SearchPlan
-from focus_tune import report as report_module
-from focus_tune.report import plot_search, search_trace, write_report
+from focus_tune.report import plot_search, search_figure, search_trace, write_report
 
 GRID = GridConfig(lambdas=(0.01, 0.05), k1=2, k2=(1, 5), constants=(0.01, 0.05))
 SCORES = {"stage1-l0.01-s0": 0.30, "stage1-l0.05-s0": None,  # failed
@@ -100,7 +99,7 @@ def test_one_validation_per_training_draws_the_seeds_per_family(tmp_path, monkey
     trace = search_trace(plan, results, {tid: [(30, s)] for tid, s in results.items() if s is not None})
     assert {e for curves in trace["histories"].values() for c in curves for e in c["epochs"]} == {30}
     titles = []
-    monkeypatch.setattr(report_module, "_draw_histories", _spy(report_module._draw_histories, titles))
+    monkeypatch.setattr(search_figure, "_draw_histories", _spy(search_figure._draw_histories, titles))
     _image(plot_search(trace, tmp_path / "one.png", "one validation")[0])
     assert titles and "Validation ECE at epoch 30, the only validation" in titles[0]
 

@@ -1,0 +1,48 @@
+"""Final report of a search: the paper's three tables, a CSV and three figures.
+
+:func:`write_report` takes the test results of the final models (one flat result per seed and
+regularization family, as the trainable reports them) and writes into a run folder:
+
+- ``results.md``: the chosen schedules and the paper's tables (marginal, conditional on the
+  first entry, time-to-event interval), each cell the mean ± standard error over seeds, with
+  the baselines (temperature-scaled, image-blind, oracle; see :mod:`focus_tune.baselines`) as
+  rows beside the three families;
+- ``results.csv``: one row per (family, seed) with every numeric metric, then a ``mean`` and
+  an ``se`` row per family;
+- ``entry_ece.png``, ``reliability.png``, ``intervals.png``: entry-level ECE (the oracle's
+  curve is what a perfect simulator scores with the same M), reliability diagrams at the
+  stored entries, and interval width against the true time, from each result's per-entry
+  arrays (a dict under ``test_per_entry``);
+- with ``search`` (from :func:`search_trace`): ``search.png`` and ``search.pdf``, the search
+  itself (every stage's candidates' validation ECE against lambda and k2, the chosen path,
+  the constant and unregularized references; each family's validation ECE over epochs),
+  ``search.json`` with the numbers behind it, and a section with them in results.md.
+
+Statistics are NaN-aware: a missing key or a NaN counts as no value, a cell with no value
+reads ``n/a``, and a cell whose value count differs from the row's seed count says so. The
+package is pure (numpy, matplotlib's Agg canvas, no pyplot state), so the driver can call it
+after Ray has shut down and log :attr:`Report.summary` wherever it likes.
+
+Modules: :mod:`.columns` (families, colours, table columns), :mod:`.stats` (mean ± SE, Welch,
+summary), :mod:`.tables` (cells, tables, results.csv), :mod:`.markdown` (results.md),
+:mod:`.figures` (the final models' figures), :mod:`.trace` and :mod:`.search_figure` (the
+search), :mod:`.writer` (:func:`write_report`), :mod:`.cli` (``python -m focus_tune.report``).
+"""
+
+from .cli import main
+from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, COVERAGE_TARGET,
+                      FAMILIES, FAMILY_COLORS, INTERVAL, MARGINAL, NA, PER_ENTRY_KEY, REFERENCES, Column)
+from .figures import DPI
+from .markdown import BASELINE_NOTE
+from .search_figure import SEARCH_DPI, SEARCH_STYLE, plot_search
+from .stats import Stat, aggregate, differences, welch
+from .tables import read_finals
+from .trace import SEARCH_JSON, search_trace
+from .writer import Report, write_report
+
+__all__ = [
+    "BASELINE_NOTE", "BASELINE_SCHEDULES", "BASELINES", "COMPARED", "COMPARED_COLUMNS", "CONDITIONAL",
+    "COVERAGE_TARGET", "DPI", "FAMILIES", "FAMILY_COLORS", "INTERVAL", "MARGINAL", "NA", "PER_ENTRY_KEY",
+    "REFERENCES", "SEARCH_DPI", "SEARCH_JSON", "SEARCH_STYLE", "Column", "Report", "Stat", "aggregate",
+    "differences", "main", "plot_search", "read_finals", "search_trace", "welch", "write_report",
+]

@@ -1,0 +1,130 @@
+"""The text of results.md and the plain-text table printed at the end of a run."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, COVERAGE_TARGET,
+                      INTERVAL, MARGINAL, NA, Column)
+from .stats import differences
+from .tables import all_na, markdown_table, plain_table, shown_columns
+from .trace import search_lines
+
+BASELINE_NOTE = (
+    "Baselines: *temperature-scaled* is the `none` final of each seed with one temperature per entry "
+    "fitted on the validation split (teacher-forced NLL), no retraining; *image-blind* gives every "
+    "item the training sequences' per-entry class frequencies and the pooled training time-to-event "
+    "distribution (deterministic: one row); *oracle* samples M sequences per item from the true "
+    "process (where the data has one) through the same Monte Carlo estimators, so its ECE is what a "
+    "perfect simulator scores with this M and these test items. Image-blind and oracle are not ranked. "
+    "*leak*: the fraction of sampled sequences that leave the event class after reaching it; "
+    "*p(stay)*: the model's mean teacher-forced p(event -> event) on the test sequences."
+)
+
+
+def _header_lines(game: str, profile: str) -> list[str]:
+    return [
+        f"# foCus regularization search: {game} ({profile} profile)",
+        "",
+        "Test set, final models (last epoch) retrained once per seed. Each cell: mean ± standard "
+        "error over seeds (SE = sample standard deviation, ddof=1, / sqrt(n)); a single seed shows "
+        "the mean alone, `n/a` means no value, and `(n=k)` marks a cell with values from only k seeds. "
+        f"Best mean per column among the models in **bold**: lowest, except AUC (highest) and coverage "
+        f"(closest to {COVERAGE_TARGET}); the image-blind and oracle rows are references, not ranked.",
+        "",
+    ]
+
+
+def _schedule_lines(families: Sequence[str], finals: Mapping, schedules: Mapping[str, str]) -> list[str]:
+    lines = ["## Chosen schedules", "", "| family | schedule | seeds |", "|---|---|---:|"]
+    for f in families:
+        schedule = str(schedules.get(f, BASELINE_SCHEDULES.get(f, NA))).replace("|", "\\|")
+        lines.append(f"| {f} | `{schedule}` | n={len(finals[f])} |")
+    return lines + [""]
+
+
+def _skipped_lines(skipped: Sequence[str]) -> list[str]:
+    if not skipped:
+        return []
+    return [f"Note: family `{f}` has no finished seed and is left out of the tables and figures."
+            for f in skipped] + [""]
+
+
+def _section(title: str, columns: Sequence[Column], families: Sequence[str], finals: Mapping,
+             empty_note: str) -> list[str]:
+    lines = [f"## {title}", ""]
+    if not families:
+        return lines + ["No results.", ""]
+    lines += markdown_table(columns, families, finals) + [""]
+    if all_na(columns, families, finals):
+        lines += [empty_note, ""]
+    return lines
+
+
+def difference_lines(families: Sequence[str], finals: Mapping) -> list[str]:
+    """The 'Differences from `none`' section: mean differences and Welch p-values ([] if none)."""
+    diffs = differences(families, finals)
+    compared = [f for f in COMPARED if f in families and any(k.startswith(f + "/") for k in diffs)]
+    if not compared:
+        return []
+    cols = [c for c in COMPARED_COLUMNS if any(f"{f}/{c.key}" in diffs for f in compared)]
+    lines = ["## Differences from `none`", "",
+             "Mean difference (family - none) over seeds and the two-sided Welch t-test p-value "
+             "(with 3 seeds a test has little power: a large p says the seeds do not separate the "
+             "families, not that they are equal).", "",
+             "| family | " + " | ".join(c.label for c in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    for f in compared:
+        cells = []
+        for c in cols:
+            diff, p = diffs.get(f"{f}/{c.key}", (math.nan, math.nan))
+            cells.append(NA if not math.isfinite(diff) else
+                         f"{diff:+.{c.decimals}f} (p = {p:.3f})" if math.isfinite(p) else f"{diff:+.{c.decimals}f} (p n/a)")
+        lines.append(f"| {f} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _figure_lines() -> list[str]:
+    return [
+        "## Figures",
+        "",
+        "Entry-level marginal ECE per family, mean over seeds (band: ± SE; dashed: the references).",
+        "",
+        "![entry-level ECE](entry_ece.png)",
+        "",
+        "Reliability diagrams at the stored entries (first seed of each family; diagonal: perfect calibration).",
+        "",
+        "![reliability diagrams](reliability.png)",
+        "",
+        "Interval width hi - lo against the true time to event (dots: items of all seeds; line: mean width "
+        "per true-time bin; coverage in the legend).",
+        "",
+        "![interval width against true time](intervals.png)",
+        "",
+    ]
+
+
+def results_markdown(game: str, profile: str, families: Sequence[str], skipped: Sequence[str], finals: Mapping,
+                     schedules: Mapping[str, str], condition: str, search: Mapping | None = None) -> str:
+    """The text of results.md (see :func:`focus_tune.report.write_report`)."""
+    marginal = shown_columns(MARGINAL, families, finals)
+    lines = _header_lines(game, profile) + _schedule_lines(families, finals, schedules) + _skipped_lines(skipped)
+    lines += _section("Marginal", marginal, families, finals, "No marginal results.")
+    if any(f in BASELINES for f in families):
+        lines += [BASELINE_NOTE, ""]
+    lines += _section(f"Conditional on entry 1 = {condition}", CONDITIONAL, families, finals,
+                      "No conditional results: the condition was not evaluated or no test item meets it.")
+    lines += _section(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals, "No interval results.")
+    lines += difference_lines(families, finals)
+    if search is not None:
+        lines += search_lines(search)
+    return "\n".join(lines + _figure_lines())
+
+
+def plain_text(game: str, profile: str, families: Sequence[str], finals: Mapping) -> str:
+    """The marginal and interval means ± SE as aligned plain text, for the end of a CLI run."""
+    lines = [f"foCus results: {game} ({profile}), test set, mean±SE over seeds", ""]
+    lines += plain_table("Marginal", shown_columns(MARGINAL, families, finals), families, finals) + [""]
+    lines += plain_table(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,83 @@
+"""The search itself as plain JSON values (:func:`search_trace`) and its results.md section."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+from .columns import NA
+from .stats import to_float
+
+SEARCH_JSON = "search.json"
+SEARCH_FAMILIES = ("none", "constant", "time-dependent")
+FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint"}  # as in plan.py
+
+
+def _stage_x(stage: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The candidate's coordinates in its stage's panel: lambda (and k2 for the joint stage)."""
+    if stage.startswith("stage"):
+        return {"lambda": params.get(f"lambda_{stage.removeprefix('stage')}"), "k2": None}
+    if stage == "joint":
+        return {"lambda": params.get("lambda_all"), "k2": params.get("k2")}
+    if stage == "constant":
+        return {"lambda": params.get("lambda_const"), "k2": None}
+    return {"lambda": None, "k2": None}
+
+
+def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Sequence] | None = None) -> dict:
+    """What the search did, as plain JSON values: every stage's candidates with their
+    validation ECE (the selection score) and the chosen one, and each family's validation
+    ECE over epochs for the seeds of its final models.
+
+    ``plan`` is the search's :class:`focus_tune.plan.SearchPlan`, ``results`` its trial id ->
+    score (None = failed), ``histories`` trial id -> [(epoch, val ECE), ...] (the MLflow
+    child runs' ``val/ece``; see ``Tracker.metric_histories``). A candidate that the plan
+    deduplicated (its schedule was trained by an earlier trial, e.g. k2 <= k1) carries the
+    id of that trial in ``trained_as`` and its score.
+    """
+    stages = []
+    for name, (candidates, winner) in plan.candidates(results).items():
+        rows = [{"trial_id": c.spec.trial_id, "trained_as": c.trained_as, "schedule": str(c.spec.schedule),
+                 **_stage_x(name, c.spec.params), "score": c.score, "status": c.status} for c in candidates]
+        stages.append({"stage": name, "winner": winner, "candidates": rows})
+    specs = {t.trial_id: t for t in plan.all_trials(results)}
+    curves: dict[str, list[dict]] = {}
+    for family, by_seed in plan.finals(results).items():
+        for seed, tid in sorted(by_seed.items()):
+            spec = specs.get(tid)
+            trained = (spec.source_trial if spec is not None else None) or tid  # a reused search trial
+            points = [(int(e), float(v)) for e, v in (histories or {}).get(trained, ()) if math.isfinite(to_float(v))]
+            curves.setdefault(family, []).append({"seed": int(seed), "trial_id": trained,
+                                                  "epochs": [e for e, _ in points],
+                                                  "val_ece": [v for _, v in points]})
+    winners = plan.winners(results)
+    chosen = {family: str(winners[FAMILY_STAGE[family]].schedule)
+              for family in SEARCH_FAMILIES if FAMILY_STAGE[family] in winners}
+    return {"k1": plan.grid.k1, "seed": plan.seed, "length": plan.length, "score": "validation marginal ECE",
+            "chosen": chosen, "stages": stages, "histories": curves}
+
+
+def search_lines(search: Mapping) -> list[str]:
+    """The results.md section: the figure and every candidate's validation ECE."""
+    lines = ["## The search", "",
+             "Every candidate of every stage against its lambda (and k2), scored by the validation "
+             "marginal ECE of the search seed; stars: the chosen candidates (the path of the "
+             "time-dependent schedule, and the constant family's); horizontal lines: the chosen "
+             "constant and the unregularized model. Bottom: the validation ECE over epochs of the "
+             "models behind each family's final rows, one thin line per seed.", "",
+             "![the search](search.png)", "",
+             "| stage | candidate | lambda | k2 | validation ECE | note |", "|---|---|---:|---:|---:|---|"]
+    for stage in search.get("stages", []):
+        for row in stage["candidates"]:
+            notes = []
+            if row["trial_id"] == stage.get("winner"):
+                notes.append("**chosen**")
+            if row["trained_as"] != row["trial_id"]:
+                notes.append(f"same schedule as `{row['trained_as']}`, trained once")
+            if row["status"] != "ok":
+                notes.append(row["status"])
+            lam = "" if row["lambda"] is None else f"{row['lambda']:g}"
+            k2 = "" if row["k2"] is None else str(row["k2"])
+            score = NA if row["score"] is None else f"{row['score']:.4f}"
+            lines.append(f"| {stage['stage']} | `{row['trial_id']}` | {lam} | {k2} | {score} | {'; '.join(notes)} |")
+    return lines + [""]
