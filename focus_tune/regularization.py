@@ -17,15 +17,32 @@ import torch
 import torch.nn.functional as F
 
 
-def _check_lambdas(values: Sequence[float], what: str) -> tuple[float, ...]:
+def check_lambda(value: float, what: str = "lambda") -> float:
+    """The validity rule of one regularization weight: a finite number >= 0.
+
+    Checked once, where a lambda enters: the config loader (which names the file and field)
+    and :class:`LambdaSchedule`; never per training batch. Returns the value as a float
+    (-0.0 as 0.0, so equal schedules print and name trials alike); raises ValueError
+    saying what is wrong, e.g. ``-0.5 is negative; lambdas must be >= 0`` for ``what="lambdas"``.
+    """
+    v = float(value)
+    if math.isnan(v):
+        raise ValueError(f"is NaN; {what} must be a number >= 0")
+    if v < 0:
+        raise ValueError(f"{v!r} is negative; {what} must be >= 0")
+    if math.isinf(v):
+        raise ValueError(f"{v!r} is not finite; {what} must be finite")
+    return v + 0.0
+
+
+def check_lambdas(values: Sequence[float], what: str) -> tuple[float, ...]:
+    """:func:`check_lambda` on each of lambda_1, lambda_2, ...; the error names ``what`` and i."""
     out = []
     for i, v in enumerate(values, start=1):
-        v = float(v)
-        if math.isnan(v):
-            raise ValueError(f"{what}: lambda_{i} is NaN")
-        if v < 0:
-            raise ValueError(f"{what}: lambda_{i} = {v} is negative; lambdas must be >= 0")
-        out.append(v)
+        try:
+            out.append(check_lambda(v, "lambdas"))
+        except ValueError as e:
+            raise ValueError(f"{what}: lambda_{i}: {e}") from None
     return tuple(out)
 
 
@@ -42,7 +59,7 @@ class LambdaSchedule:
     def __init__(self, values: Sequence[float]):
         if len(values) == 0:
             raise ValueError("a schedule needs at least one entry")
-        self._values = _check_lambdas(values, "LambdaSchedule")
+        self._values = check_lambdas(values, "LambdaSchedule")
 
     # -- constructors -------------------------------------------------------------------
     @classmethod
@@ -65,8 +82,8 @@ class LambdaSchedule:
         k2 <= k1 means there are no joint entries (lambda_all is then irrelevant).
         """
         length = _check_length(length)
-        prefix = _check_lambdas(prefix, "staged schedule prefix")
-        (lambda_all,) = _check_lambdas([lambda_all], "staged schedule lambda_all")
+        prefix = check_lambdas(prefix, "staged schedule prefix")
+        lambda_all = check_lambda(lambda_all, "staged schedule lambda_all")
         if int(k2) != k2 or k2 < 1:
             raise ValueError(f"staged schedule: k2 = {k2} must be a positive integer")
         k1 = len(prefix)
@@ -132,20 +149,17 @@ def regularized_loss(
     logits: [B, L, c] teacher-forced logits z_i; targets: [B, L] class ids;
     lambdas: [L] (tensor or :class:`LambdaSchedule`). Padded entries are trained on, as in
     the paper. Returns a scalar: mean_b sum_i [CE(z_bi, y_bi) + lambda_i ||z_bi||_2].
+
+    The lambdas' values are not checked here (every batch would pay a device sync for a rule
+    checked once, where they enter: :func:`check_lambda`). Only their length is: a schedule
+    built for another sequence length would otherwise fail deep in broadcasting or, as a
+    single value, silently weigh every entry alike.
     """
     if isinstance(lambdas, LambdaSchedule):
         lambdas = lambdas.tensor(device=logits.device, dtype=logits.dtype)
-    if logits.ndim != 3:
-        raise ValueError(f"logits must be [B, L, c], got shape {tuple(logits.shape)}")
     B, L, c = logits.shape
-    if targets.shape != (B, L):
-        raise ValueError(f"targets must be [B, L] = {(B, L)}, got {tuple(targets.shape)}")
-    if lambdas.ndim != 1 or lambdas.shape[0] != L:
+    if lambdas.shape != (L,):
         raise ValueError(f"lambdas must have one value per entry ({L}), got shape {tuple(lambdas.shape)}")
-    if torch.isnan(lambdas).any():
-        raise ValueError("lambdas contain NaN")
-    if (lambdas < 0).any():
-        raise ValueError("lambdas must be >= 0")
     lambdas = lambdas.to(device=logits.device, dtype=torch.float32)
     logits32 = logits.float()  # the loss in fp32 even under autocast
     ce = F.cross_entropy(logits32.reshape(B * L, c), targets.reshape(B * L), reduction="none").view(B, L)

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from focus_tune.regularization import LambdaSchedule, regularized_loss
+from focus_tune.regularization import LambdaSchedule, check_lambda, regularized_loss
 
 
 def test_loss_equals_hand_computed_value():
@@ -25,14 +25,32 @@ def test_loss_is_a_batch_mean_of_sequence_sums():
     assert regularized_loss(z, y, lam).item() == pytest.approx(torch.stack(per_item).mean().item(), rel=1e-6)
 
 
-def test_loss_refuses_bad_lambdas():
+def test_loss_refuses_lambdas_of_another_length():
     z, y = torch.zeros(1, 3, 2), torch.zeros(1, 3, dtype=torch.long)
     with pytest.raises(ValueError, match="one value per entry"):
         regularized_loss(z, y, torch.zeros(2))
-    with pytest.raises(ValueError, match="NaN"):
-        regularized_loss(z, y, torch.tensor([0.0, float("nan"), 0.0]))
-    with pytest.raises(ValueError, match=">= 0"):
-        regularized_loss(z, y, torch.tensor([0.0, -1.0, 0.0]))
+    with pytest.raises(ValueError, match="one value per entry"):
+        regularized_loss(z, y, torch.zeros(1))  # would broadcast: one weight for every entry
+
+
+@pytest.mark.parametrize("values, words", [
+    ([0.0, -1.0, 0.0], "LambdaSchedule: lambda_2: -1.0 is negative; lambdas must be >= 0"),
+    ([0.0, float("nan")], "LambdaSchedule: lambda_2: is NaN"),
+    ([float("inf")], "LambdaSchedule: lambda_1: inf is not finite"),
+])
+def test_a_schedule_refuses_bad_lambdas(values, words):
+    # The one place the values are checked: a schedule (and the config loader, through
+    # check_lambda); the loss itself does not look at them on every batch.
+    with pytest.raises(ValueError) as e:
+        LambdaSchedule(values)
+    assert str(e.value).startswith(words), str(e.value)
+
+
+def test_check_lambda_is_the_rule():
+    assert check_lambda(0.01) == 0.01
+    assert str(check_lambda(-0.0)) == "0.0"  # so that equal schedules print alike
+    with pytest.raises(ValueError, match=r"^-0.5 is negative; constants must be >= 0$"):
+        check_lambda(-0.5, "constants")
 
 
 def test_schedules_by_value():
