@@ -16,21 +16,23 @@ returns a frozen :class:`SearchConfig`. Everything is checked once, here, at the
 unknown key, a wrong type or an impossible value raises :class:`ConfigError` with the file
 and the dotted field path, e.g.
 ``search_spaces/hero.yaml: profiles.quick.grid.lambdas[2]: -0.1 is negative; lambdas must be >= 0``.
-Defaults live in the dataclasses below and in the YAML files, nowhere else.
+Defaults live in the dataclasses below and in the YAML files, nowhere else. The file is
+read by :mod:`focus_tune.yaml_strict` (no duplicate keys, bounded size, nesting and aliases),
+each field checked by :mod:`focus_tune.config_checks` (a lambda by the one rule of
+:func:`focus_tune.regularization.check_lambda`).
 """
 
 from __future__ import annotations
 
-import math
 import os
-import re
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import yaml
-
-from .atomic import short
+from .config_checks import (MAX_INT, MAX_K2, ConfigError, Context, alpha, choice, game_name, grid_list, k2_entry,
+                            lambda_weight, optional_positive_int, positive_float, positive_int, present,
+                            required_fields, string)
+from .yaml_strict import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, read_yaml
 
 PROFILES = ("smoke", "quick", "paper")
 ENCODERS = ("resnet18", "small")
@@ -39,13 +41,11 @@ ABSORBING = ("model", "forced")  # evaluation: sample the event class from the m
 PRECISIONS = ("bf16", "fp32")
 SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 
-
-MAX_INT = 2**31 - 1  # a larger count, size or seed is a typo (and would name files nobody can open)
-MAX_K2 = 1_000_000  # entries; k2 names trials, so it stays short
-
-
-class ConfigError(ValueError):
-    """A search-space file (or config dict) that cannot be used; the message says where and why."""
+__all__ = [  # the public API; the checks and the strict YAML live in config_checks and yaml_strict
+    "ABSORBING", "ENCODERS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
+    "PROFILES", "SELECTIONS", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
+    "load_search_config", "space_path",
+]
 
 
 # -- the typed configuration ------------------------------------------------------------
@@ -111,19 +111,19 @@ class SearchConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "<dict>") -> "SearchConfig":
         """Inverse of :meth:`to_dict`, with the same validation as the YAML loader."""
-        ctx = _Context(where)
+        ctx = Context(where)
         d = ctx.mapping(d, "")
         ctx.keys(d, "", required=("game", "profile", "train", "grid", "source"), optional=("final_seeds",))
-        train = ctx.section(d["train"], "train", _TRAIN_CHECKS, _required(TrainConfig))
-        grid = ctx.section(d["grid"], "grid", _GRID_CHECKS, _required(GridConfig))
+        train = ctx.section(d["train"], "train", _TRAIN_CHECKS, required_fields(TrainConfig))
+        grid = ctx.section(d["grid"], "grid", _GRID_CHECKS, required_fields(GridConfig))
         _check_grid_consistency(ctx, grid, {k: f"grid.{k}" for k in grid})
-        extra = {"final_seeds": _positive_int(ctx, d["final_seeds"], "final_seeds")} if "final_seeds" in d else {}
+        extra = {"final_seeds": positive_int(ctx, d["final_seeds"], "final_seeds")} if "final_seeds" in d else {}
         return cls(
-            game=_game(ctx, d["game"], "game"),
-            profile=_profile_name(ctx, d["profile"], "profile"),
+            game=game_name(ctx, d["game"], "game"),
+            profile=choice(PROFILES)(ctx, d["profile"], "profile"),
             train=TrainConfig(**train),
             grid=GridConfig(**grid),
-            source=Path(_string(ctx, d["source"], "source")),
+            source=Path(string(ctx, d["source"], "source")),
             **extra,
         )
 
@@ -146,30 +146,19 @@ def space_path(game: str) -> Path:
 def load_search_config(path: str | os.PathLike, profile: str) -> SearchConfig:
     """Read a search-space file, apply ``profiles.<profile>`` over the top level, validate."""
     path = Path(path)
-    ctx = _Context(_display(path))
+    ctx = Context(_display(path))
     if profile not in PROFILES:
         raise ctx.error("", f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    try:
-        if path.is_file() and path.stat().st_size > MAX_FILE_BYTES:
-            raise ConfigError(f"{ctx.file}: {path.stat().st_size} bytes; a search space is at most "
-                              f"{MAX_FILE_BYTES} bytes")
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"{ctx.file}: cannot read: {e.strerror or e}") from e
-    except UnicodeDecodeError:
-        raise ConfigError(f"{ctx.file}: not a UTF-8 text file; expected a search-space YAML") from None
-    raw = _parse_yaml(text, ctx.file)
-
-    raw = ctx.mapping(raw, "")
+    raw = ctx.mapping(read_yaml(path, ctx.file), "")
     ctx.keys(raw, "", required=("game", "grid", "train"), optional=("final_seeds", "profiles"))
-    game = _game(ctx, raw["game"], "game")
-    final_seeds = _positive_int(ctx, raw["final_seeds"], "final_seeds") if "final_seeds" in raw else None
+    game = game_name(ctx, raw["game"], "game")
+    final_seeds = positive_int(ctx, raw["final_seeds"], "final_seeds") if "final_seeds" in raw else None
 
     # The top level must be complete; profiles hold only what they change. Every profile is
     # validated, not only the chosen one, so a typo in `paper` shows up in a smoke run.
-    train = ctx.section(raw["train"], "train", _TRAIN_CHECKS, _required(TrainConfig))
-    grid = ctx.section(raw["grid"], "grid", _GRID_CHECKS, _required(GridConfig))
-    profiles = ctx.mapping(_present(raw, "profiles"), "profiles")
+    train = ctx.section(raw["train"], "train", _TRAIN_CHECKS, required_fields(TrainConfig))
+    grid = ctx.section(raw["grid"], "grid", _GRID_CHECKS, required_fields(GridConfig))
+    profiles = ctx.mapping(present(raw, "profiles"), "profiles")
     ctx.keys(profiles, "profiles", required=(), optional=PROFILES)
     overrides = {}
     for name, body in profiles.items():
@@ -177,8 +166,8 @@ def load_search_config(path: str | os.PathLike, profile: str) -> SearchConfig:
         body = ctx.mapping({} if body is None else body, at)
         ctx.keys(body, at, required=(), optional=("train", "grid"))
         overrides[name] = (
-            ctx.section(_present(body, "train"), f"{at}.train", _TRAIN_CHECKS, ()),
-            ctx.section(_present(body, "grid"), f"{at}.grid", _GRID_CHECKS, ()),
+            ctx.section(present(body, "train"), f"{at}.train", _TRAIN_CHECKS, ()),
+            ctx.section(present(body, "grid"), f"{at}.grid", _GRID_CHECKS, ()),
         )
     if profile not in overrides:
         defined = ", ".join(overrides) or "none"
@@ -204,101 +193,6 @@ def load_search_config(path: str | os.PathLike, profile: str) -> SearchConfig:
     )
 
 
-# -- parsing ----------------------------------------------------------------------------
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys and reads ``1e-5`` as a float.
-
-    PyYAML follows YAML 1.1, where ``1e-5`` (no dot) is a *string*; YAML 1.2 and every
-    other tool read it as a number, and so do we.
-    """
-
-
-MAX_FILE_BYTES = 1 << 20
-MAX_DEPTH = 32  # a search space nests 4 levels (profiles.quick.grid.lambdas)
-MAX_NODES = 100_000  # nodes composed, aliases counted each time they are used
-
-
-def _compose_node(self, parent, index):
-    """SafeLoader.compose_node with a nesting limit and a budget of nodes that counts every
-    use of an alias: a 20 000-deep nesting or an alias bomb is a clear error, not a
-    RecursionError or gigabytes of memory."""
-    self._depth = getattr(self, "_depth", 0) + 1
-    try:
-        if self._depth > MAX_DEPTH:
-            mark = self.peek_event().start_mark
-            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
-        node = yaml.composer.Composer.compose_node(self, parent, index)
-        self._nodes = getattr(self, "_nodes", 0) + _weight(node)
-        if self._nodes > MAX_NODES:
-            raise yaml.composer.ComposerError(
-                None, None, f"expands to more than {MAX_NODES} values (YAML aliases?)", node.start_mark)
-        return node
-    finally:
-        self._depth -= 1
-
-
-def _weight(node: yaml.Node) -> int:
-    """How many values a node stands for once its aliases are expanded (memoised on the node)."""
-    cached = getattr(node, "_weight", None)
-    if cached is None:
-        if isinstance(node, yaml.SequenceNode):
-            cached = 1 + sum(_weight(n) for n in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            cached = 1 + sum(_weight(k) + _weight(v) for k, v in node.value)
-        else:
-            cached = 1
-        node._weight = cached
-    return cached
-
-
-_StrictLoader.compose_node = _compose_node
-
-
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.X,
-    ),
-    list("-+0123456789."),
-)
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
-    seen: dict[Any, yaml.Node] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping",
-                node.start_mark,
-                f"found duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
-                key_node.start_mark,
-            )
-        seen[key] = key_node
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _parse_yaml(text: str, file: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_StrictLoader)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
-        raise ConfigError(f"{where}: malformed YAML: {short(e.problem or e.context, 200)[1:-1]}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{file}: malformed YAML: {short(str(e), 200)[1:-1]}") from e
-    except RecursionError:
-        raise ConfigError(f"{file}: malformed YAML: nested too deeply") from None
-
-
 def _display(path: Path) -> str:
     """The path as the user would type it: relative to the working directory when inside it."""
     try:
@@ -307,200 +201,36 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-# -- validation -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Context:
-    """Where we are: the file name that prefixes every error."""
-
-    file: str
-
-    def error(self, at: str, message: str) -> ConfigError:
-        return ConfigError(f"{self.file}: {at}: {message}" if at else f"{self.file}: {message}")
-
-    def mapping(self, value: Any, at: str) -> dict:
-        if not isinstance(value, dict):
-            what = "must be" if at else "the file must be"
-            raise self.error(at, f"{what} a mapping of keys to values, got {_kind(value)}")
-        return value
-
-    def keys(self, d: Mapping, at: str, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
-        allowed = (*required, *optional)
-        for key in d:
-            if key not in allowed:
-                raise self.error(_join(at, str(key)), f"unknown key; allowed here: {', '.join(allowed)}")
-        for key in required:
-            if key not in d:
-                raise self.error(_join(at, key), "missing (required)")
-
-    def section(
-        self, value: Any, at: str, checks: Mapping[str, Callable], required: tuple[str, ...]
-    ) -> dict[str, Any]:
-        """Validate a flat section (train or grid) key by key; returns normalized values."""
-        d = self.mapping(value, at)
-        self.keys(d, at, required=required, optional=tuple(k for k in checks if k not in required))
-        return {k: checks[k](self, v, f"{at}.{k}") for k, v in d.items()}
-
-
-def _present(d: Mapping, key: str) -> Any:
-    """An optional section: absent or left empty (``paper:`` with nothing after it) is {}."""
-    return {} if key not in d or d[key] is None else d[key]
-
-
-def _join(at: str, key: str) -> str:
-    return f"{at}.{key}" if at else key
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else f"{type(value).__name__} {short(value)}"
-
-
-def _required(cls) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)
-
-
-def _int(ctx: _Context, v: Any, at: str) -> int:
-    # bool is an int subclass in Python; `epochs: yes` is a mistake, not 1.
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ctx.error(at, f"expected an integer, got {_kind(v)}")
-    if abs(v) > MAX_INT:
-        raise ctx.error(at, f"{short(v)} is too large; expected an integer of at most {MAX_INT}")
-    return v
-
-
-def _positive_int(ctx: _Context, v: Any, at: str) -> int:
-    v = _int(ctx, v, at)
-    if v < 1:
-        raise ctx.error(at, f"{v} must be >= 1")
-    return v
-
-
-def _optional_positive_int(ctx: _Context, v: Any, at: str) -> int | None:
-    return None if v is None else _positive_int(ctx, v, at)
-
-
-def _float(ctx: _Context, v: Any, at: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        hint = ""
-        if isinstance(v, str):
-            try:
-                float(v)
-                hint = " (quoted? write the number without quotes)"
-            except ValueError:
-                pass
-        raise ctx.error(at, f"expected a number, got {_kind(v)}{hint}")
-    v = float(v)
-    if math.isnan(v):
-        raise ctx.error(at, "is NaN; expected a number")
-    return v
-
-
-def _positive_float(ctx: _Context, v: Any, at: str) -> float:
-    v = _float(ctx, v, at)
-    if not (0 < v < math.inf):
-        raise ctx.error(at, f"{v} must be a finite number > 0")
-    return v
-
-
-def _alpha(ctx: _Context, v: Any, at: str) -> float:
-    v = _float(ctx, v, at)
-    if not (0 < v < 1):
-        raise ctx.error(at, f"{v} must be in (0, 1), e.g. 0.9 for the 90% interval")
-    return v
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[_Context, Any, str], str]:
-    def check(ctx: _Context, v: Any, at: str) -> str:
-        if v not in options or not isinstance(v, str):
-            raise ctx.error(at, f"{short(v)} is not one of {', '.join(options)}")
-        return v
-
-    return check
-
-
-def _string(ctx: _Context, v: Any, at: str) -> str:
-    if not isinstance(v, str) or not v:
-        raise ctx.error(at, f"expected a non-empty string, got {_kind(v)}")
-    return v
-
-
-def _game(ctx: _Context, v: Any, at: str) -> str:
-    v = _string(ctx, v, at)
-    # The game names folders, experiments and trial paths.
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
-        raise ctx.error(at, f"{short(v)} must be 1 to 64 letters, digits, '_', '-' or '.' (it names folders)")
-    return v
-
-
-def _profile_name(ctx: _Context, v: Any, at: str) -> str:
-    return _choice(PROFILES)(ctx, v, at)
-
-
-def _grid_list(item: Callable[[_Context, Any, str], Any], what: str):
-    """A non-empty list without repeats, each element checked by ``item``."""
-
-    def check(ctx: _Context, v: Any, at: str) -> tuple:
-        if not isinstance(v, list):
-            raise ctx.error(at, f"expected a list of {what}, got {_kind(v)}")
-        if not v:
-            raise ctx.error(at, f"is empty; the grid needs at least one {what[:-1]}")
-        out = tuple(item(ctx, x, f"{at}[{i}]") for i, x in enumerate(v))
-        for i, x in enumerate(out):
-            if x in out[:i]:
-                # A repeated value would be the same candidate (and trial id) twice.
-                raise ctx.error(f"{at}[{i}]", f"{x!r} repeats {at}[{out.index(x)}]; grid values must be distinct")
-        return out
-
-    return check
-
-
-def _lambda(name: str) -> Callable[[_Context, Any, str], float]:
-    def check(ctx: _Context, v: Any, at: str) -> float:
-        v = _float(ctx, v, at)
-        if v < 0:
-            raise ctx.error(at, f"{v!r} is negative; {name} must be >= 0")
-        if math.isinf(v):
-            raise ctx.error(at, f"{v!r} is not finite; {name} must be finite")
-        return v + 0.0  # -0.0 -> 0.0, so equal schedules print (and name trials) alike
-
-    return check
-
-
-def _k2(ctx: _Context, v: Any, at: str) -> int:
-    v = _int(ctx, v, at)
-    if not 1 <= v <= MAX_K2:
-        raise ctx.error(at, f"{v} is out of range; k2 (the last regularized entry) must be in 1..{MAX_K2}")
-    return v
-
-
-_TRAIN_CHECKS: dict[str, Callable[[_Context, Any, str], Any]] = {
-    "lr": _positive_float,
-    "batch_size": _positive_int,
-    "epochs": _positive_int,
-    "eval_every": _positive_int,
-    "num_samples": _positive_int,
-    "ece_bins": _positive_int,
-    "alpha": _alpha,
-    "encoder": _choice(ENCODERS),
-    "embed_dim": _positive_int,
-    "hidden": _positive_int,
-    "selection": _choice(SELECTIONS),
-    "val_items": _optional_positive_int,
-    "test_items": _optional_positive_int,
-    "absorbing": _choice(ABSORBING),
-    "encoder_width": _positive_int,
-    "precision": _choice(PRECISIONS),
+# -- the checks of each field (focus_tune.config_checks) ---------------------------------
+_TRAIN_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
+    "lr": positive_float,
+    "batch_size": positive_int,
+    "epochs": positive_int,
+    "eval_every": positive_int,
+    "num_samples": positive_int,
+    "ece_bins": positive_int,
+    "alpha": alpha,
+    "encoder": choice(ENCODERS),
+    "embed_dim": positive_int,
+    "hidden": positive_int,
+    "selection": choice(SELECTIONS),
+    "val_items": optional_positive_int,
+    "test_items": optional_positive_int,
+    "absorbing": choice(ABSORBING),
+    "encoder_width": positive_int,
+    "precision": choice(PRECISIONS),
 }
-_GRID_CHECKS: dict[str, Callable[[_Context, Any, str], Any]] = {
-    "lambdas": _grid_list(_lambda("lambdas"), "lambdas"),
-    "k1": _positive_int,
-    "k2": _grid_list(_k2, "k2 values"),
-    "constants": _grid_list(_lambda("constants"), "constants"),
+_GRID_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
+    "lambdas": grid_list(lambda_weight("lambdas"), "lambdas"),
+    "k1": positive_int,
+    "k2": grid_list(k2_entry, "k2 values"),
+    "constants": grid_list(lambda_weight("constants"), "constants"),
 }
 assert set(_TRAIN_CHECKS) == {f.name for f in fields(TrainConfig)}
 assert set(_GRID_CHECKS) == {f.name for f in fields(GridConfig)}
 
 
-def _check_grid_consistency(ctx: _Context, grid: Mapping[str, Any], origin: Mapping[str, str]) -> None:
+def _check_grid_consistency(ctx: Context, grid: Mapping[str, Any], origin: Mapping[str, str]) -> None:
     """Checks across grid fields, reported at the field the user set last (``origin``)."""
     k1, k2 = grid["k1"], grid["k2"]
     if k1 >= max(k2):
