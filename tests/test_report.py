@@ -102,9 +102,10 @@ def hand(values: list[float]) -> tuple[float, float]:
 
 
 def per_entry(rng: np.random.Generator, shift: float) -> dict:
-    """A test_per_entry dict of the trainable's shape: arrays, lists and a NaN among them."""
-    ece = np.clip(shift + 0.01 * rng.standard_normal(L), 0, 1)
-    ece[-1] = np.nan
+    """A test_per_entry dict of the trainable's shape: arrays, and lists as read back from a
+    JSON file (None for NaN)."""
+    ece = np.clip(shift + 0.01 * rng.standard_normal(L), 0, 1).tolist()
+    ece[-1] = None
     true = rng.integers(1, L + 1, N).astype(float)
     lo = np.maximum(true - rng.integers(0, 6, N), 0)
     hi = lo + rng.integers(1, 10, N)
