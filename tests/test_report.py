@@ -433,7 +433,8 @@ def test_every_report_file_is_written_atomically(tmp_path, monkeypatch):
         written.append(Path(path).name)
         write_atomic(path, data)
 
-    writers = [m for name, m in sys.modules.items() if name.startswith("focus_tune.report.") and hasattr(m, "write_atomic")]
+    writers = [m for name, m in sys.modules.items()
+               if name.startswith("focus_tune.report.") and hasattr(m, "write_atomic")]
     assert writers
     for module in writers:
         monkeypatch.setattr(module, "write_atomic", recording)
