@@ -20,9 +20,10 @@ import torch
 
 from focus_tune.config import load_search_config, space_path
 from focus_tune.data import ensure_dataset, load_dataset
+from focus_tune.job import DataInfo
+from focus_tune.model_io import build_model
 from focus_tune.regularization import LambdaSchedule
 from focus_tune.train import Split, draw_samples, evaluate, seed_everything, train_one_epoch
-from focus_tune.trainable import build_model
 
 
 def schedules(length: int, constant: float) -> dict[str, LambdaSchedule]:
@@ -45,10 +46,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     cfg = load_search_config(space_path(args.game), args.profile)
-    train_cfg = cfg.to_dict()["train"]
     ds = load_dataset(ensure_dataset(args.game, args.profile, args.data_root, seed=args.seed))
     m = ds.manifest
-    info = {"num_classes": m.num_classes, "in_channels": m.image_shape[0]}
+    info = DataInfo.of(m)
     train, test = Split.from_arrays(ds.train), Split.from_arrays(ds.test, items=args.items)
     epochs = args.epochs or cfg.train.epochs
     print(f"{args.game} {args.profile}: {len(train)} train items, {len(test)} test items, L={m.length}, "
@@ -60,7 +60,7 @@ def main() -> None:
     rows = []
     for family, schedule in schedules(m.length, max(cfg.grid.constants)).items():
         gen = seed_everything(args.seed)
-        model = build_model(train_cfg, info)
+        model = build_model(cfg.train, info)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
         for _ in range(epochs):
             train_one_epoch(model, opt, train, schedule.tensor(), cfg.train.batch_size, gen)

@@ -8,27 +8,81 @@ nothing from the file. The one-line loader (a folder, or an MLflow URI of a logg
     from focus_tune.model_io import load_model; model = load_model("models:/<model_id>")
 
 ``load_model`` returns a :class:`focus_tune.model.Simulator` in eval mode on the CPU.
+
+``model.json`` holds the :class:`~focus_tune.config.TrainConfig` and the
+:class:`~focus_tune.job.DataInfo` the model was built with (``dataclasses.asdict``), which
+:func:`build_model` turns back into the architecture. This module imports neither MLflow
+nor Ray: an MLflow URI is downloaded by :func:`focus_tune.tracking.download_model`.
 """
 from __future__ import annotations
 
 import json
 import os
 import zipfile
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
+
+from .config import TrainConfig
+from .job import DataInfo
 
 WEIGHTS = "weights.npz"
 CONFIG = "model.json"
 FORMAT = "focus-tune-state-dict-npz"
 
+# The fields that shape the network: a model.json without them cannot be rebuilt.
+ARCHITECTURE_TRAIN = ("encoder", "embed_dim", "hidden")
+ARCHITECTURE_DATA = ("num_classes", "in_channels")
 
-def save_model(folder: str | os.PathLike, model, train: dict, data_info: dict, extra: dict | None = None) -> Path:
+
+def build_model(train: TrainConfig, data: DataInfo):
+    """The :class:`~focus_tune.model.Simulator` that ``train`` and ``data`` describe (untrained)."""
+    from .model import Simulator
+
+    return Simulator(data.num_classes, encoder=train.encoder, embed_dim=train.embed_dim, hidden=train.hidden,
+                     in_channels=data.in_channels, encoder_width=train.encoder_width)
+
+
+def _typed(cls, raw: Mapping[str, Any], required: tuple[str, ...], where: str):
+    """``cls`` from a JSON object written by any version: unknown keys are ignored, a missing
+    field with a default takes it, a missing field without one reads as None (not recorded;
+    a model saved before that field existed), except the ``required`` ones."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    missing = [name for name in required if name not in raw]
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(missing)} (needed to rebuild the model)")
+    values = {}
+    for f in fields(cls):
+        if f.name in raw:
+            values[f.name] = raw[f.name]
+        elif f.default is MISSING and f.default_factory is MISSING:
+            values[f.name] = None
+    return cls(**values)
+
+
+def train_config(raw: TrainConfig | Mapping[str, Any], where: str = "train") -> TrainConfig:
+    """A :class:`TrainConfig` from a model.json's ``train`` object (see :func:`_typed`)."""
+    return raw if isinstance(raw, TrainConfig) else _typed(TrainConfig, raw, ARCHITECTURE_TRAIN, where)
+
+
+def data_info(raw: DataInfo | Mapping[str, Any], where: str = "data") -> DataInfo:
+    """A :class:`DataInfo` from a model.json's ``data`` object (see :func:`_typed`)."""
+    return raw if isinstance(raw, DataInfo) else _typed(DataInfo, raw, ARCHITECTURE_DATA, where)
+
+
+def save_model(folder: str | os.PathLike, model, train: TrainConfig, data: DataInfo,
+               extra: dict | None = None) -> Path:
     """Write ``model``'s state dict as ``weights.npz`` and what rebuilds its architecture
-    (``trainable.build_model``'s ``train`` config and ``data_info``: plain JSON values) as
-    ``model.json`` into ``folder``; returns the folder."""
+    (``train`` and ``data``, as JSON objects of their fields) as ``model.json`` into
+    ``folder``; returns the folder. ``extra``: more top-level keys of model.json (family,
+    class_names, length, image_shape...). Plain dicts are accepted for ``train`` and
+    ``data`` and read as :func:`load_model` reads them."""
     from .atomic import write_atomic
 
+    train, data = train_config(train), data_info(data)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     arrays = {name: t.detach().cpu().numpy() for name, t in model.state_dict().items()}
@@ -36,27 +90,39 @@ def save_model(folder: str | os.PathLike, model, train: dict, data_info: dict, e
         np.savez(handle, **arrays)
         handle.flush()
         os.fsync(handle.fileno())
-    meta = {"format": FORMAT, "train": dict(train), "data": dict(data_info), **(extra or {})}
+    meta = {"format": FORMAT, "train": _plain(train), "data": _plain(data), **(extra or {})}
     write_atomic(folder / CONFIG, json.dumps(meta, indent=1))
     return folder
 
 
+def _plain(config) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()} if is_dataclass(config) \
+        else dict(config)
+
+
+def read_config(folder: str | os.PathLike) -> tuple[TrainConfig, DataInfo, dict]:
+    """The train config, data info and whole model.json of a model folder."""
+    file = Path(folder) / CONFIG
+    meta = json.loads(file.read_text())
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else meta
+        raise ValueError(f"{file}: not a {FORMAT} model (format {str(got)[:40]!r})")
+    return (train_config(meta.get("train"), f"{file}: train"), data_info(meta.get("data"), f"{file}: data"), meta)
+
+
 def load_model(location: str | os.PathLike):
     """The Simulator saved by :func:`save_model` at ``location``: a local folder, or any MLflow
-    artifact URI (``models:/<model_id>``, ``runs:/<run_id>/<path>``) that holds one."""
+    artifact URI (``models:/<model_id>``, ``runs:/<run_id>/<path>``) that holds one (downloaded
+    from the current MLflow tracking URI)."""
     import torch
-
-    from .trainable import build_model
 
     folder = Path(location)
     if not folder.is_dir():
-        from mlflow.artifacts import download_artifacts
+        from .tracking import download_model
 
-        folder = Path(download_artifacts(str(location)))
-    meta = json.loads((folder / CONFIG).read_text())
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{folder / CONFIG}: not a {FORMAT} model (format {str(meta.get('format'))[:40]!r})")
-    model = build_model(meta["train"], meta["data"])
+        folder = download_model(str(location))
+    train, data, _ = read_config(folder)
+    model = build_model(train, data)
     try:
         with np.load(folder / WEIGHTS, allow_pickle=False) as npz:
             state = {name: torch.from_numpy(npz[name].copy()) for name in npz.files}
