@@ -91,10 +91,13 @@ def _random_split(n: int, case: Case, device: torch.device, seed: int = 0) -> Sp
 
 
 def _model(case: Case, device: torch.device, dry: bool) -> Simulator:
-    from focus_tune.trainable import build_model  # imports Ray: main() sets the token first
+    from focus_tune.config import TrainConfig
+    from focus_tune.job import DataInfo
+    from focus_tune.model_io import build_model
 
     torch.manual_seed(0)
-    model = build_model(paper_train(dry), {"num_classes": case.classes, "in_channels": case.image[0]}).to(device)
+    info = DataInfo(num_classes=case.classes, event=case.classes - 1, condition_class=0, in_channels=case.image[0])
+    model = build_model(TrainConfig(**paper_train(dry)), info).to(device)
     if device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)  # as the trainable does
     return model
