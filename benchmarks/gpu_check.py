@@ -231,27 +231,27 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
             if "train/samples_per_s" in result:
                 self.sps.setdefault(trial.trial_id, []).append(result["train/samples_per_s"])
 
-    from focus_tune.trainable import run_trial, trial_config
+    from focus_tune.config import TrainConfig
+    from focus_tune.job import DataInfo, TrialJob
+    from focus_tune.trainable import run_trial
 
     train = {**paper_train(dry), "epochs": epochs, "eval_every": epochs, "val_items": 8 if dry else 128}
-    info = {"num_classes": case.classes, "event": case.classes - 1, "condition_class": None,
-            "in_channels": case.image[0]}
+    info = DataInfo(num_classes=case.classes, event=case.classes - 1, condition_class=0, in_channels=case.image[0])
     split = _random_split(items, case, torch.device("cpu"))
     arrays = {"images": split.images.numpy(), "sequences": split.sequences.numpy(),
               "time_to_event": split.time_to_event.numpy(), "exact_marginals": None}
     data = {"train": arrays, "val": arrays, "test": arrays}
     rows = []
     for precision, n in [(p, n) for p in precisions for n in counts]:
-        train["precision"] = precision
-        configs = []
+        jobs = []
         for i in range(n):
             spec = TrialSpec(trial_id=f"{precision}-share{n}-{i}", stage="stage1", family="time-dependent", seed=i, params={},
                              schedule=LambdaSchedule.staged([0.005], 0.005, min(21, case.length), case.length))
-            configs.append(trial_config(spec, train, info, evaluate_test=False))
+            jobs.append(TrialJob(spec, TrainConfig(**{**train, "precision": precision}), info))
         resources = {"cpu": 1, "gpu": (1 / n) if gpus else 0}
         trainable = tune.with_resources(tune.with_parameters(run_trial, data=data), resources)
         collect = Rates()
-        tuner = tune.Tuner(trainable, param_space={"trial_config": tune.grid_search(configs)},
+        tuner = tune.Tuner(trainable, param_space={"job": tune.grid_search(jobs)},
                            run_config=tune.RunConfig(name=f"{precision}-share-{n}", storage_path=str(storage), verbose=0,
                                                      callbacks=[collect]))
         t0 = time.perf_counter()

@@ -1,14 +1,16 @@
-"""What a search will cost before it runs: the ``--dry-run`` planner.
+"""What a search costs: the ``--dry-run`` estimate, and the efficiency of a finished search.
 
-:func:`plan_cost` prints every batch of a :class:`~focus_tune.plan.SearchPlan` with its trials
-and their resources, what overlap and deduplication save, and, given a per-trial time, the
-estimated wall time and GPU-hours on a cluster of N GPUs.
+:func:`plan_cost` prints every round of a :class:`~focus_tune.plan.SearchPlan` (a batch: the
+trials whose dependencies the previous rounds meet) with its trials and their resources,
+what overlap and deduplication save, and, given a per-trial time, the estimated wall time
+and GPU-hours on a cluster of N GPUs.
 
-The time model is Ray Tune's: the trials of a batch start in order as soon as a slot is free
-(``slots = floor(cluster GPUs / GPUs per trial)``, also capped by CPUs and
-``--max-concurrent``), and the next batch starts when the last trial of this one ends, because
-it needs this batch's winner. With equal trial times a batch of n trials takes
-``ceil(n / slots)`` waves. Two GPU-hour figures are given:
+The time model is the search's own (:func:`simulate`): ``slots = floor(cluster GPUs / GPUs
+per trial)`` (also capped by CPUs and ``--max-concurrent``) trials run at once, and whenever
+a slot frees up it takes the most urgent trial the plan allows at that moment
+(``plan.priority``), exactly as the search's searcher hands them out. :func:`efficiency`
+compares a finished search's wall time with its work bound, max(total trial time / slots,
+critical path). Two GPU-hour figures are given:
 
 * *busy*: what the trials use, sum of trial time x GPU fraction;
 * *billed*: what the cluster costs while the search runs, N GPUs x wall time (idle slots in a
@@ -23,6 +25,7 @@ test evaluation; it takes ``eval_minutes`` (default: one epoch's share of a trai
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
 import math
@@ -32,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .plan import Batch, SearchPlan, TrialSpec
+from .plan import Batch, SearchPlan, TrialSpec, priority
 
 _EPS = 1e-9
 
@@ -69,7 +72,6 @@ class BatchCost:
     trainings: int
     evaluations: int
     waves: int  # ceil(trials / slots)
-    wall_minutes: float  # in-order list scheduling on the slots
     busy_minutes: float  # sum of trial times
 
 
@@ -79,11 +81,8 @@ class Cost:
     trial_minutes: float
     eval_minutes: float
     batches: list[BatchCost]
+    wall_minutes: float  # :func:`simulate` on the slots
     naive_wall_minutes: float  # no overlap, no dedup, no checkpoint reuse: one round per stage
-
-    @property
-    def wall_minutes(self) -> float:
-        return sum(b.wall_minutes for b in self.batches)
 
     @property
     def gpu_hours_busy(self) -> float:
@@ -102,24 +101,42 @@ def _trial_time(t: TrialSpec, trial_minutes: float, eval_minutes: float) -> floa
     return eval_minutes if t.source_trial is not None else trial_minutes
 
 
-def _schedule(durations: list[float], slots: int) -> float:
-    """Wall time of trials started in order, each on the first slot to free up."""
-    if not durations:
-        return 0.0
-    free = [0.0] * min(slots, len(durations))
-    heapq.heapify(free)
-    end = 0.0
-    for d in durations:
-        start = heapq.heappop(free)
-        end = max(end, start + d)
-        heapq.heappush(free, start + d)
-    return end
+def simulate(plan: SearchPlan, slots: int | None, duration, results=None) -> float:
+    """Wall time of ``plan`` when each free slot takes the most urgent runnable trial
+    (``slots`` None: no limit, which gives the critical path); ``duration(spec)`` is a
+    trial's time, known ``results`` decide the stages (0.0 for the rest: ties pick the
+    first grid values), the joint stage is a grid."""
+    plan = dataclasses.replace(plan, joint_search="grid")
+    known, done = dict(results or {}), {}
+    running: list[tuple[float, int, TrialSpec]] = []
+    now, count = 0.0, 0
+    while True:
+        busy = {t.trial_id for _, _, t in running}
+        free = sorted((t for t in plan.next_batch(done).trials if t.trial_id not in busy), key=priority)
+        for t in free[: None if slots is None else max(0, slots - len(running))]:
+            count += 1
+            heapq.heappush(running, (now + duration(t), count, t))
+        if not running:
+            return now
+        now, _, t = heapq.heappop(running)
+        done[t.trial_id] = known.get(t.trial_id, 0.0)
+
+
+def efficiency(plan: SearchPlan, results, seconds: dict[str, float], wall_s: float, slots: int) -> dict:
+    """A finished search's wall time against its work bound, max(total trial time / slots,
+    critical path), from the measured seconds of its trials (Tune's time_total_s). The
+    critical path is :func:`simulate` with unlimited slots and the measured times."""
+    total = sum(seconds.get(t.trial_id, 0.0) for t in plan.all_trials(results))
+    critical = simulate(plan, None, lambda t: seconds.get(t.trial_id, 0.0), results)
+    bound = max(total / max(1, slots), critical)
+    return {"wall_s": wall_s, "total_trial_s": total, "slots": slots, "critical_path_s": critical,
+            "work_bound_s": bound, "ratio": wall_s / bound if bound else float("nan")}
 
 
 def estimate(plan: SearchPlan, resources: Resources, trial_minutes: float,
              eval_minutes: float | None = None, epochs: int | None = None,
              batches: list[Batch] | None = None) -> Cost:
-    """The cost of ``plan`` (its :meth:`~SearchPlan.dry_run` batches unless given)."""
+    """The cost of ``plan`` on ``resources`` (its rounds: :meth:`~SearchPlan.dry_run` unless given)."""
     if not trial_minutes > 0:
         raise ValueError(f"trial_minutes must be > 0, got {trial_minutes}")
     slots = resources.slots
@@ -130,13 +147,12 @@ def estimate(plan: SearchPlan, resources: Resources, trial_minutes: float,
     batches = plan.dry_run() if batches is None else batches
     costs = []
     for i, b in enumerate(batches, start=1):
-        durations = [_trial_time(t, trial_minutes, eval_minutes) for t in b.longest_first()]
-        costs.append(BatchCost(
-            index=i, trials=len(b.trials), trainings=b.trainings, evaluations=len(b.trials) - b.trainings,
-            waves=math.ceil(len(b.trials) / slots), wall_minutes=_schedule(durations, slots),
-            busy_minutes=sum(durations),
-        ))
-    return Cost(resources, trial_minutes, eval_minutes, costs,
+        durations = [_trial_time(t, trial_minutes, eval_minutes) for t in b.trials]
+        costs.append(BatchCost(index=i, trials=len(b.trials), trainings=b.trainings,
+                               evaluations=len(b.trials) - b.trainings, waves=math.ceil(len(b.trials) / slots),
+                               busy_minutes=sum(durations)))
+    wall = simulate(plan, slots, lambda t: _trial_time(t, trial_minutes, eval_minutes))
+    return Cost(resources, trial_minutes, eval_minutes, costs, wall_minutes=wall,
                 naive_wall_minutes=sum(math.ceil(n / slots) * trial_minutes for n in naive_rounds(plan)))
 
 
@@ -153,10 +169,12 @@ def measured_trial_minutes(run_dir: Path) -> float | None:
     (``<game>-<profile>-seed<N>``), from its ``search_state.json``. The finals with the search
     seed are left out: they only evaluated a search trial's checkpoint."""
     run_dir = Path(run_dir)
-    path = run_dir / "search_state.json"
+    from .search.storage import STATE_FILE, SearchState
+
+    path = run_dir / STATE_FILE
     if not path.exists():
         return None
-    state = json.loads(path.read_text())
+    state = SearchState.load(path).__dict__
     seed = re.search(r"-seed(\d+)$", run_dir.name)
     reused = f"-s{seed.group(1)}" if seed else None
     seconds = [sec for tid, sec in state.get("trial_seconds", {}).items()
@@ -319,9 +337,6 @@ def plan_cost(plan: SearchPlan, cfg, cluster_gpus: int | None = None, gpus_per_t
     cost = estimate(plan, resources, trial_minutes, eval_minutes=eval_minutes, epochs=epochs, batches=batches)
     lines.append(f"{head}; {_fmt_minutes(cost.trial_minutes)} per training, "
                  f"{_fmt_minutes(cost.eval_minutes)} per test evaluation")
-    lines.append(f"  {'batch':<6} {'trials':>6} {'waves':>6} {'wall':>8}")
-    for b in cost.batches:
-        lines.append(f"  {b.index:<6} {b.trials:>6} {b.waves:>6} {_fmt_minutes(b.wall_minutes):>8}")
     lines.append(
         f"estimated wall time {_fmt_minutes(cost.wall_minutes)} "
         f"(without overlap and deduplication: {_fmt_minutes(cost.naive_wall_minutes)}); "

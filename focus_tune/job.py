@@ -14,6 +14,7 @@ from .config import TrainConfig
 from .plan import TrialSpec
 
 CONFIG_KEY = "job"  # the key of the TrialJob in a Tune trial's config
+PER_ENTRY_FILE = "test_per_entry.json"  # a final's per-entry test arrays, in its reported checkpoint
 
 
 @dataclass(frozen=True)

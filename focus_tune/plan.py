@@ -30,162 +30,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal, Mapping
+from dataclasses import dataclass
+from typing import Callable, Literal, Mapping
 
 from .config import GridConfig
 from .regularization import LambdaSchedule
+from .trials import (FAMILIES, FAMILY_STAGE, Batch, Candidate, JointSpace, StageFailed, StageWinner, TrialSpec,
+                     priority)
 
-FAMILIES = ("none", "constant", "time-dependent")
-# The stage whose winner is each family's winner.
-FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint"}
+__all__ = ["FAMILIES", "FAMILY_STAGE", "Batch", "Candidate", "JointSpace", "PlanStats", "SearchPlan", "StageFailed",
+           "StageWinner", "TrialSpec", "priority"]
+
 JOINT_SEARCHES = ("grid", "optuna")
 
 Results = Mapping[str, "float | None"]
-
-
-class StageFailed(RuntimeError):
-    """Every trial of a stage failed, so the stage has no winner and the search cannot go on."""
-
-    def __init__(self, stage: str, trial_ids: Iterable[str]):
-        self.stage = stage
-        self.trial_ids = tuple(trial_ids)
-        super().__init__(
-            f"every trial of stage {stage!r} failed ({', '.join(self.trial_ids)}); "
-            "see their logs, fix the cause and resume"
-        )
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    """One training (or, for a final with ``source_trial``, one test evaluation) to run.
-
-    ``trial_id`` is deterministic, readable and filesystem safe, e.g. ``stage2-l0.005-s0``,
-    ``joint-la0.01-k21-s0``, ``constant-0.01-s0``, ``none-s0``, ``final-time-dependent-s1``.
-    ``params`` are flat values for tracking (schedule summary, lambda_1..lambda_i where
-    the stage defines them, lambda_all, k2, lambda_const, seed).
-    ``source_trial`` is set on the final whose seed is the search seed: the search trial
-    ``source_trial`` already trained this schedule with this seed, so the runner only
-    evaluates its checkpoint on the test set.
-    """
-
-    trial_id: str
-    stage: str  # stage1..stageK | joint | constant | none | final
-    family: str  # none | constant | time-dependent
-    schedule: LambdaSchedule
-    seed: int
-    params: dict[str, float | int | str] = field(hash=False)
-    source_trial: str | None = None
-
-
-@dataclass(frozen=True)
-class StageWinner:
-    """The chosen candidate of a stage.
-
-    ``candidate`` is the candidate as the procedure sees it (e.g. ``joint-la0.01-k1-s0``);
-    ``trained_as`` is the trial whose result it took, which differs when the candidate was
-    deduplicated (there, ``stage3-l0.01-s0``).
-    """
-
-    stage: str
-    candidate: TrialSpec
-    trained_as: str
-    score: float
-
-    @property
-    def schedule(self) -> LambdaSchedule:
-        return self.candidate.schedule
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One candidate of a stage as the procedure saw it (:meth:`SearchPlan.candidates`).
-
-    ``trained_as`` is the trial that holds its training (itself, or the earlier trial of the
-    same schedule it was deduplicated onto); ``status`` is "ok", "failed" (the training
-    failed or scored NaN) or "not run" (no result yet, or a joint candidate an Optuna
-    search did not try); ``score`` is the selection score when "ok".
-    """
-
-    spec: TrialSpec
-    trained_as: str
-    status: str
-    score: float | None
-
-
-@dataclass(frozen=True)
-class JointSpace:
-    """The joint stage (lambda_all x k2) handed to a search algorithm such as Optuna.
-
-    The runner searches ``lambdas`` x ``k2`` with ``budget`` trainings (what the grid would
-    train), makes each trial's spec with :meth:`joint_trial`, and stores its score under
-    that spec's ``trial_id``. A spec whose id already has a result needs no training (it is
-    a schedule trained before, e.g. k2 <= k1). When the search has used its budget the
-    runner stores ``results[done_id] = None``; the stage is then decided over every joint
-    candidate with a result.
-    """
-
-    prefix: tuple[float, ...]  # lambda_1..lambda_k1, the stage winners
-    lambdas: tuple[float, ...]  # grid of lambda_all
-    k2: tuple[int, ...]
-    budget: int  # distinct trainings of the joint grid
-    trained: int  # of those, how many already have a result (a resumed search)
-    evaluated: tuple[tuple[float, int, float], ...]  # (lambda_all, k2, score) known so far
-    done_id: str
-    trials: dict[tuple[float, int], TrialSpec] = field(hash=False, repr=False)
-
-    @property
-    def remaining(self) -> int:
-        """Trainings left in the budget."""
-        return self.budget - self.trained
-
-    def joint_trial(self, lambda_all: float, k2: int) -> TrialSpec:
-        """The spec that trains (or already trained) the joint candidate (lambda_all, k2)."""
-        key = (float(lambda_all), int(k2))
-        if key not in self.trials:
-            raise ValueError(
-                f"(lambda_all={lambda_all}, k2={k2}) is not on the joint grid "
-                f"lambdas={list(self.lambdas)} x k2={list(self.k2)}"
-            )
-        return self.trials[key]
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Trainings whose dependencies are met and that have no result yet: run them in parallel.
-
-    With ``joint_search="optuna"``, ``joint_space`` is set while the joint stage is open and
-    its trials are not in ``trials``. An empty batch (no trials, no joint space) means done.
-    """
-
-    trials: list[TrialSpec]
-    joint_space: JointSpace | None = None
-
-    @property
-    def stages(self) -> tuple[str, ...]:
-        """The stages present, in procedure order (joint included when searched by Optuna)."""
-        names = [t.stage for t in self.trials] + (["joint"] if self.joint_space else [])
-        return tuple(dict.fromkeys(names))
-
-    @property
-    def trainings(self) -> int:
-        """Trials that train a model (finals with a ``source_trial`` only evaluate one)."""
-        return sum(t.source_trial is None for t in self.trials)
-
-    def __bool__(self) -> bool:
-        return bool(self.trials) or self.joint_space is not None
-
-    def longest_first(self) -> list[TrialSpec]:
-        """The trials in the order to start them. With fewer slots than trials, starting the
-        longest first shortens the batch (LPT scheduling): a final that trains also evaluates
-        the test set (the unregularized one twice, with its temperature-scaled baseline), so
-        training finals (none first), then the other trainings, then the test evaluations
-        (none first); ties keep the plan's order."""
-        def cost(t: TrialSpec) -> tuple[bool, bool, bool]:
-            final = t.stage == "final"
-            return t.source_trial is None, final, final and t.family == "none"
-
-        return sorted(self.trials, key=cost, reverse=True)  # stable: ties keep their order
 
 
 @dataclass(frozen=True)
@@ -279,28 +137,20 @@ class SearchPlan:
     seed: int
     final_seeds: int = 3
     joint_search: Literal["grid", "optuna"] = "grid"
+    joint_budget: int | None = None  # optuna: joint trainings it may spend (None: as many as the grid)
 
     def __post_init__(self):
-        g = self.grid
-        for name in ("lambdas", "k2", "constants"):
-            values = tuple(getattr(g, name))
-            if not values:
-                raise ValueError(f"grid.{name} is empty")
-            if len(set(values)) != len(values):
-                raise ValueError(f"grid.{name} = {list(values)} repeats a value")
-        for name in ("lambdas", "constants"):
-            if any(math.isnan(v) or v < 0 for v in getattr(g, name)):
-                raise ValueError(f"grid.{name} = {list(getattr(g, name))}: lambdas must be >= 0")
-        if any(isinstance(k, bool) or int(k) != k or k < 1 for k in g.k2):
-            raise ValueError(f"grid.k2 = {list(g.k2)}: every k2 must be a positive integer")
-        if g.k1 < 1 or g.k1 >= max(g.k2):
-            raise ValueError(f"grid.k1 = {g.k1} must be >= 1 and below the largest k2 ({max(g.k2)})")
-        if self.length < g.k1:
-            raise ValueError(f"length {self.length} is shorter than k1 = {g.k1}")
+        # The grid's own rules (non-empty, distinct, lambdas >= 0, k1 < max k2) are the
+        # config loader's (focus_tune.config), checked once where the file and field are
+        # known; here only what needs the data or the driver's choices.
+        if self.length < self.grid.k1:
+            raise ValueError(f"length {self.length} is shorter than k1 = {self.grid.k1}")
         if self.seed < 0 or self.final_seeds < 1:
             raise ValueError(f"seed ({self.seed}) must be >= 0 and final_seeds ({self.final_seeds}) >= 1")
         if self.joint_search not in JOINT_SEARCHES:
             raise ValueError(f"joint_search {self.joint_search!r} is not one of {', '.join(JOINT_SEARCHES)}")
+        if self.joint_budget is not None and self.joint_budget < 1:
+            raise ValueError(f"joint_budget {self.joint_budget} must be >= 1")
 
     # -- public API ---------------------------------------------------------------------
     def next_batch(self, results: Results) -> Batch:
@@ -519,8 +369,7 @@ class SearchPlan:
                 # Trainings first asked for by the joint stage are the Optuna search's to pick;
                 # the others (k2 <= k1, ...) were trained by an earlier stage.
                 optuna_keys = {k for _, k in joint.candidates if trainings.first(k).stage == "joint"}
-                finished = self._done_id() in results or all(trainings.has_result(k) for k in optuna_keys)
-                if finished:
+                if sum(trainings.has_result(k) for k in optuna_keys) >= self._budget(optuna_keys):
                     # Optuna tried part of the grid: choose among the candidates with a result.
                     tried = [(c, k) for c, k in joint.candidates if trainings.has_result(k)]
                     joint.winner = self._decide(_Stage("joint", tried), trainings)
@@ -550,8 +399,9 @@ class SearchPlan:
             raise StageFailed(stage.name, ids)
         return best
 
-    def _done_id(self) -> str:
-        return f"joint-optuna-done-s{self.seed}"
+    def _budget(self, optuna_keys: set[tuple]) -> int:
+        """Joint trainings the Optuna search may spend: the budget, at most the grid's."""
+        return min(self.joint_budget or len(optuna_keys), len(optuna_keys))
 
     def _joint_space(self, state: _State) -> JointSpace | None:
         """The open joint stage, for the runner's Optuna search (optuna mode only)."""
@@ -568,10 +418,9 @@ class SearchPlan:
             prefix=state.prefix,
             lambdas=tuple(self.grid.lambdas),
             k2=tuple(int(k) for k in self.grid.k2),
-            budget=len(state.optuna_keys),
+            budget=self._budget(state.optuna_keys),
             trained=sum(t.has_result(k) for k in state.optuna_keys),
             evaluated=tuple(evaluated),
-            done_id=self._done_id(),
             trials={(c.params["lambda_all"], c.params["k2"]): t.trained(k) for c, k in joint.candidates},
         )
 

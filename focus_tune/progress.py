@@ -1,7 +1,7 @@
 """Progress of a search: a live bar on a terminal, plain lines everywhere else.
 
-Both modes print the same lines (a trial's evaluations, a finished or failed trial, each
-batch), so logs and CI output read as before. On a terminal a one-line bar stays below
+Both modes print the same lines (a trial handed a slot, its evaluations, a finished or
+failed trial), so logs and CI output read as before. On a terminal a one-line bar stays below
 them and is redrawn in place (``\\r``): trials done / total, the stages running, the best
 validation ECE so far, the elapsed time and the ETA. The mode is the stream's
 ``isatty()``; ``FOCUS_TUNE_PROGRESS=bar|lines`` overrides it, and ``TERM=dumb`` means lines.
@@ -97,6 +97,7 @@ class Progress:
         self.last_stage: str | None = None
         self.current: str = "starting"
         self.running: dict[str, _Running] = {}
+        self.queued: dict[str, str] = {}  # trials handed out and not finished -> their stage
         self.train_seconds: list[float] = []
         self.eval_seconds: list[float] = []
         self.failed_count = 0
@@ -118,10 +119,15 @@ class Progress:
         return self.mode == "bar"
 
     # -- events from the driver -----------------------------------------------------------------
-    def batch(self, stages: str, text: str) -> None:
-        """A new batch starts: ``stages`` is what the bar shows as running, ``text`` the line."""
-        self.current = stages
-        self.line(text)
+    def handed_out(self, tid: str, stage: str) -> None:
+        """The searcher gave trial ``tid`` (of ``stage``) a slot: a line, and the bar's stages."""
+        self.stage_of[tid] = stage
+        self.queued[tid] = stage
+        self._update_current()
+        self.line(f"  [{stage}] {tid}: {'evaluating' if tid in self.evaluation_ids else 'training'}")
+
+    def _update_current(self) -> None:
+        self.current = ", ".join(dict.fromkeys(self.queued.values())) or "waiting"
 
     def started(self, tid: str) -> None:
         self.running.setdefault(tid, _Running(started=self.clock()))
@@ -143,6 +149,8 @@ class Progress:
 
     def trial_done(self, tid: str, score: float | None, seconds: float | None = None) -> None:
         run = self.running.pop(tid, None)
+        self.queued.pop(tid, None)
+        self._update_current()
         if seconds is None or seconds <= 0:  # not measured by Tune: the wall time seen here
             seconds = self.clock() - run.started if run else None
         is_eval = tid in self.evaluation_ids

@@ -267,7 +267,7 @@ def test_result(out: dict, extras: dict, probs: np.ndarray, labels: np.ndarray, 
                 entries: list[int] | None = None) -> dict:
     """The flat test result of the reports: ``test/<metric>`` keys and ``test_per_entry``.
 
-    ``test_per_entry`` (JSON) holds the entry-level arrays of :func:`score` and reliability
+    ``test_per_entry`` (plain lists and numbers, ready for a JSON file) holds the entry-level arrays of :func:`score` and reliability
     curves of the marginal probabilities [N, L, c] at ``entries`` (1-based; default the
     first, L/4 and L/2): the report draws its figures from them.
     """
@@ -278,7 +278,7 @@ def test_result(out: dict, extras: dict, probs: np.ndarray, labels: np.ndarray, 
         for i in (entries or sorted({1, L // 4 + 1, L // 2 + 1}))
     }
     result = {f"test/{k}": v for k, v in out.items()}
-    result["test_per_entry"] = json.dumps(_jsonable(per_entry))
+    result["test_per_entry"] = _jsonable(per_entry)
     return result
 
 

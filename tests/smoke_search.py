@@ -1,6 +1,6 @@
 """The real search CLI on the smoke profile, run as a subprocess (shared by the end-to-end tests).
 
-One uninterrupted search of FaceMed with injected faults (test-only switch): one trial's
+One uninterrupted search of FaceMed with injected faults (tests/fault_search.py): one trial's
 loss turns NaN, two raise once mid-training. ``conftest.smoke_search`` runs it once per
 test session; test_search_e2e, test_predict, test_progress and test_search_figure read it.
 """
@@ -18,7 +18,7 @@ RUN = f"{GAME}-smoke-seed0"
 
 def cli(workdir: Path, *extra: str, **popen) -> subprocess.Popen:
     env = dict(os.environ, FOCUS_TUNE_TEST_FAULTS=json.dumps(FAULTS), PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "focus_tune.search", "--game", GAME, "--profile", "smoke",
+    cmd = [sys.executable, str(Path(__file__).with_name("fault_search.py")), "--game", GAME, "--profile", "smoke",
            "--data-root", str(workdir.parent / "data"), *extra]
     return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, **popen)

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from focus_tune.config import GridConfig
-from focus_tune.plan import FAMILY_STAGE, SearchPlan, StageFailed
+from focus_tune.plan import FAMILY_STAGE, SearchPlan, StageFailed, priority
 
 PAPER_GRID = GridConfig(
     lambdas=(0.001, 0.005, 0.01, 0.05), k1=3, k2=(1, 11, 21, 51, 101), constants=(0.001, 0.005, 0.01, 0.05)
@@ -147,18 +147,20 @@ def test_paper_grid_batches_and_training_count():
     assert (stats.batches, stats.rounds_without_overlap, stats.overlap_saved) == (5, 7, 2)
 
 
-def test_batches_start_the_longest_trials_first():
-    """Batch 2 of the paper grid: training finals (none, with its temperature-scaled test
-    evaluation, first), then the stage-2 trainings, then the finals that only evaluate a
+def test_priority_puts_the_critical_path_first():
+    """Batch 2 of the paper grid, in the order a searcher with few slots starts it: the
+    stage-2 trainings (the critical path), then the training finals (none, with its
+    temperature-scaled test evaluation, first), then the finals that only evaluate a
     search checkpoint (none first); the plan's order within each kind."""
     plan = SearchPlan(PAPER_GRID, length=300, seed=0)
     _, history = simulate(plan, target_score(long_tail(300)))
     batch = history[1][1]
-    order = [t.trial_id for t in batch.longest_first()]
-    assert order == ["final-none-s1", "final-none-s2", "final-constant-s1", "final-constant-s2",
-                     *[t.trial_id for t in batch.trials if t.stage == "stage2"],
+    order = [t.trial_id for t in sorted(batch.trials, key=priority)]
+    assert order == [*[t.trial_id for t in batch.trials if t.stage == "stage2"],
+                     "final-none-s1", "final-none-s2", "final-constant-s1", "final-constant-s2",
                      "final-none-s0", "final-constant-s0"]
-    assert sorted(order) == sorted(t.trial_id for t in batch.trials)
+    first = history[0][1]  # stage 1 before the constant and none candidates
+    assert [t.stage for t in sorted(first.trials, key=priority)] == ["stage1"] * 4 + ["constant"] * 4 + ["none"]
 
 
 def test_batches_respect_dependencies():
@@ -406,7 +408,7 @@ def test_optuna_joint_stage_is_a_space_the_runner_searches():
     assert batch.trials == [] and batch.stages == ("joint",)
     assert space.prefix == tuple(plan.winners(results)["stage3"].schedule.values[:3])
     assert (space.lambdas, space.k2) == (PAPER_GRID.lambdas, PAPER_GRID.k2)
-    assert (space.budget, space.trained, space.remaining) == (16, 0, 16)
+    assert (space.budget, space.trained, space.remaining) == (16, 0, 16)  # no budget given: the grid's
     # Already known: the four k2 = 1 candidates (the stage-3 winner).
     assert sorted(k2 for _, k2, _ in space.evaluated) == [1, 1, 1, 1]
     assert space.joint_trial(0.01, 1).trial_id == plan.winners(results)["stage3"].trained_as
@@ -416,15 +418,20 @@ def test_optuna_joint_stage_is_a_space_the_runner_searches():
     with pytest.raises(ValueError, match="not on the joint grid"):
         space.joint_trial(0.02, 21)
 
-    # Optuna tries 5 points (one of them twice: same spec, same id), then stops.
-    for lambda_all, k2 in [(0.01, 21), (0.005, 51), (0.01, 21), (0.05, 11), (0.005, 21), (0.001, 101)]:
+    # With a budget of 6 joint trainings, Optuna tries 5 points (one of them twice: same
+    # spec, same id): the stage is still open; the sixth decides it.
+    budgeted = SearchPlan(PAPER_GRID, length=300, seed=0, joint_search="optuna", joint_budget=6)
+    assert budgeted.next_batch(results).joint_space.budget == 6
+    for lambda_all, k2 in [(0.01, 21), (0.005, 51), (0.01, 21), (0.05, 11), (0.005, 21), (0.001, 11)]:
         spec = space.joint_trial(lambda_all, k2)
         results.setdefault(spec.trial_id, score(spec.schedule.values))
-    again = plan.next_batch(results)
+    again = budgeted.next_batch(results)
     assert again.joint_space is not None and again.joint_space.trained == 5 and again.trials == []
-    assert not plan.winners(results).get("joint")
+    assert not budgeted.winners(results).get("joint")
 
-    results[space.done_id] = None
+    spec = space.joint_trial(0.001, 101)
+    results[spec.trial_id] = None  # a failed training counts against the budget too
+    plan = budgeted
     w = plan.winners(results)
     tried = {tid for tid in results if tid.startswith("joint-")} | {w["stage3"].trained_as}
     assert w["joint"].trained_as in tried
@@ -465,11 +472,7 @@ def test_dry_run_lists_every_batch_assuming_a_grid():
     "kwargs, words",
     [
         ({"length": 2}, "shorter than k1"),
-        ({"grid": GridConfig((0.01,), 5, (1, 5), (0.01,))}, "below the largest k2"),
-        ({"grid": GridConfig((0.01, 0.01), 1, (1, 5), (0.01,))}, "repeats a value"),
-        ({"grid": GridConfig((), 1, (1, 5), (0.01,))}, "grid.lambdas is empty"),
-        ({"grid": GridConfig((-0.01,), 1, (1, 5), (0.01,))}, "must be >= 0"),
-        ({"grid": GridConfig((0.01,), 1, (0, 5), (0.01,))}, "positive integer"),
+        ({"joint_search": "optuna", "joint_budget": 0}, "joint_budget 0"),
         ({"joint_search": "random"}, "not one of grid, optuna"),
         ({"final_seeds": 0}, "final_seeds"),
     ],

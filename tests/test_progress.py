@@ -44,7 +44,8 @@ def _progress(tty: bool, **kw) -> tuple[Progress, Stream, Clock]:
 
 
 def _run_two_trials(progress: Progress, clock: Clock) -> None:
-    progress.batch("stage1", "batch: stage1 | 2 trials (2 trainings)")
+    progress.handed_out("stage1-a", "stage1")
+    progress.handed_out("stage1-b", "stage1")
     progress.started("stage1-a")
     progress.started("stage1-b")
     for epoch in (1, 2):
@@ -67,13 +68,13 @@ def test_not_a_terminal_prints_plain_lines_only():
     out = stream.getvalue()
     assert "\r" not in out and "\x1b" not in out, "no bar, no escape codes in a log"
     lines = out.splitlines()
-    assert lines[0] == "batch: stage1 | 2 trials (2 trainings)"
-    assert lines[1] == "  [stage1] stage1-a: epoch 2/4, val ECE 0.2500"
-    assert lines[2].startswith("  [stage1] stage1-a: val ECE 0.2000 | 1/5 trials | "
+    assert lines[:2] == ["  [stage1] stage1-a: training", "  [stage1] stage1-b: training"]
+    assert lines[2] == "  [stage1] stage1-a: epoch 2/4, val ECE 0.2500"
+    assert lines[3].startswith("  [stage1] stage1-a: val ECE 0.2000 | 1/5 trials | "
                                "best stage1 val ECE 0.2000 (stage1-a) | ETA ")
-    assert lines[3] == "  [stage1] stage1-b FAILED: training loss became nan"
-    assert lines[4].startswith("  [stage1] stage1-b: failed | 2/5 trials | best stage1 val ECE 0.2000 (stage1-a)")
-    assert len(lines) == 5
+    assert lines[4] == "  [stage1] stage1-b FAILED: training loss became nan"
+    assert lines[5].startswith("  [stage1] stage1-b: failed | 2/5 trials | best stage1 val ECE 0.2000 (stage1-a)")
+    assert len(lines) == 6
 
 
 def test_terminal_keeps_a_bar_below_the_same_lines():
@@ -83,14 +84,14 @@ def test_terminal_keeps_a_bar_below_the_same_lines():
     out = stream.getvalue()
     # Every line is printed after erasing the bar, and the bar is redrawn below it.
     printed = [chunk.split("\n")[0] for chunk in out.split(CLEAR) if "\n" in chunk]
-    assert "batch: stage1 | 2 trials (2 trainings)" in printed
+    assert "  [stage1] stage1-a: training" in printed
     assert any(p.startswith("  [stage1] stage1-a: val ECE 0.2000 | 1/5 trials") for p in printed)
     bar = out.rsplit(CLEAR, 1)[1]
     assert "\n" not in bar
     assert bar.startswith("\u2588") or bar.startswith("\u2591")
     cells, text = bar.split(" ", 1)
     assert cells == "\u2588" * 10 + "\u2591" * 14, "2 of 5 trials: 10 of 24 cells"
-    assert re.fullmatch(r"2/5 trials \| stage1 \| 1 failed \| ETA \dm\d\ds \(0m40s elapsed\) \| "
+    assert re.fullmatch(r"2/5 trials \| waiting \| 1 failed \| ETA \dm\d\ds \(0m40s elapsed\) \| "
                         r"best stage1 0\.2000 \(stage1-a\)", text), text
     progress.close()
     assert stream.getvalue().endswith(CLEAR), "close() erases the bar so the report starts on a clean line"
@@ -166,8 +167,8 @@ def test_search_prints_the_mlflow_ui_command_first_and_lines_in_ci(smoke_search)
     out = smoke_search.out  # a pipe, not a terminal: lines, no bar
     lines = out.splitlines()
     ui = next(i for i, line in enumerate(lines) if line.startswith("MLflow: experiment focus-tune/facemed, run "))
-    first_batch = next(i for i, line in enumerate(lines) if line.startswith("batch:"))
-    assert ui < first_batch, "the MLflow UI command comes before any trial runs"
+    first_trial = next(i for i, line in enumerate(lines) if line.endswith(": training"))
+    assert ui < first_trial, "the MLflow UI command comes before any trial runs"
     assert f"mlflow ui --backend-store-uri sqlite:///{smoke_search.work / 'mlflow.db'} --workers 1" in lines[ui]
     assert "\r" not in out and CLEAR not in out and "\u2588" not in out, "no bar in a log"
     counts = [re.search(r"\| (\d+)/(\d+) trials \|", line) for line in lines]

@@ -142,8 +142,8 @@ LIST_SOCKETS = r"""
 import json, os, sys, types
 sys.path.insert(0, sys.argv[1])
 from netstat import descendants, sockets_of
-from focus_tune import search
-search._start_ray(types.SimpleNamespace(address=None))
+from focus_tune.search import ray_runtime
+ray_runtime.start_ray(types.SimpleNamespace(address=None))
 import ray
 ray.get(ray.remote(lambda: 1).remote())  # a worker too
 rows = sockets_of(descendants(os.getpid()))
@@ -249,10 +249,11 @@ def test_ctrl_c_stops_saves_marks_killed_and_resume_continues(tmp_path, smoke_da
     seconds = time.time() - t0
     assert proc.returncode == 130, out[-3000:]
     assert seconds < 60, seconds
-    assert out.count("batch: stage1") == 0 and "".join(seen).count("batch: stage1") == 1, "the batch was not rerun"
+    first = "[stage1] stage1-l0.01-s0: training"
+    assert out.count(first) == 0 and "".join(seen).count(first) == 1, "no trial was handed out again"
     assert "continue with the same command and --resume" in out
     saved = json.loads(state.read_text())
-    assert len([v for v in saved["results"].values() if v is not None]) >= 1 and saved["batch_seconds"] == []
+    assert len([v for v in saved["results"].values() if v is not None]) >= 1 and saved["fit_seconds"] == []
     parents, client, exp = _parent_runs(tmp_path)
     assert [p.info.status for p in parents] == ["KILLED"] and "SIGINT" in parents[0].data.tags["stop_reason"]
     kids = client.search_runs([exp.experiment_id], filter_string="tags.kind != 'search'")
@@ -310,7 +311,7 @@ def test_a_search_that_fails_midway_marks_its_parent_failed(tmp_path, smoke_data
     line, its MLflow parent is FAILED with the reason, and the finished trials stay resumable."""
     faults = {"stage1-l0.01-s0": "nan", "stage1-l0.05-s0": "nan"}
     result = subprocess.run(
-        [sys.executable, "-m", "focus_tune.search", "--game", "facemed", "--profile", "smoke",
+        [sys.executable, str(ROOT / "tests" / "fault_search.py"), "--game", "facemed", "--profile", "smoke",
          "--data-root", str(smoke_data)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
         env=dict(os.environ, PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_FAULTS=json.dumps(faults)))
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
@@ -322,4 +323,4 @@ def test_a_search_that_fails_midway_marks_its_parent_failed(tmp_path, smoke_data
     kids = client.search_runs([exp.experiment_id], filter_string="tags.kind != 'search'")
     assert "RUNNING" not in {k.info.status for k in kids}
     saved = json.loads((tmp_path / "runs" / RUN / "search_state.json").read_text())["results"]
-    assert saved.get("none-s0") is not None  # the unregularized trial of the same batch finished
+    assert saved["stage1-l0.01-s0"] is None and saved["stage1-l0.05-s0"] is None  # kept, not rerun on --resume

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from focus_tune import search
+from focus_tune.config import space_path
+from focus_tune.search import storage
 
 
 def test_unknown_game_lists_the_choices(capsys):
@@ -16,13 +18,13 @@ def test_unknown_game_lists_the_choices(capsys):
 
 def test_malformed_space_names_file_and_field(tmp_path, capsys):
     bad = tmp_path / "mine.yaml"
-    bad.write_text(Path(search.space_path("hero")).read_text().replace("k1: 3", "k1: 0", 1))
+    bad.write_text(Path(space_path("hero")).read_text().replace("k1: 3", "k1: 0", 1))
     assert search.main(["--game", "hero", "--space", str(bad), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "grid.k1" in err
 
 
-def test_dry_run_prints_every_batch_without_ray(capsys):
+def test_dry_run_prints_every_round_without_ray(capsys):
     assert search.main(["--game", "hero", "--profile", "quick", "--dry-run", "--cluster-gpus", "2",
                         "--trial-minutes", "3"]) == 0
     out = capsys.readouterr().out
@@ -44,12 +46,12 @@ def test_existing_search_needs_resume(tmp_path, capsys, monkeypatch):
 
 def test_uri_storage_keeps_state_local_and_checkpoints_as_uris():
     args = types.SimpleNamespace(storage="s3://bucket/focus", game="hero", profile="paper", seed=1)
-    run_dir = search._run_dir(args)
+    run_dir = storage.run_dir(args)
     assert run_dir == Path("runs") / "hero-paper-seed1"
-    assert search._tune_storage(args.storage, run_dir) == "s3://bucket/focus/hero-paper-seed1"
+    assert storage.tune_storage(args.storage, run_dir) == "s3://bucket/focus/hero-paper-seed1"
     local = types.SimpleNamespace(storage="/mnt/focus/runs", game="hero", profile="paper", seed=1)
-    assert search._run_dir(local) == Path("/mnt/focus/runs/hero-paper-seed1")
+    assert storage.run_dir(local) == Path("/mnt/focus/runs/hero-paper-seed1")
     s3 = types.SimpleNamespace(path="bucket/focus/x/checkpoint_000001", filesystem=types.SimpleNamespace(type_name="s3"))
-    assert search._checkpoint_uri(s3) == "s3://bucket/focus/x/checkpoint_000001"
+    assert storage.checkpoint_uri(s3) == "s3://bucket/focus/x/checkpoint_000001"
     disk = types.SimpleNamespace(path="/tmp/x/checkpoint_000001", filesystem=types.SimpleNamespace(type_name="local"))
-    assert search._checkpoint_uri(disk) == "/tmp/x/checkpoint_000001"
+    assert storage.checkpoint_uri(disk) == "/tmp/x/checkpoint_000001"

@@ -1,10 +1,12 @@
 """End to end: the real CLI on the smoke profile, as a subprocess, with injected faults.
 
 One uninterrupted search (the session's shared ``smoke_search``), and one whose driver is
-killed after its first batch and then resumed: both must choose the same schedules, the
+killed after five trials and then resumed: both must choose the same schedules, the
 resumed one without retraining what was done. Faults (test-only switch, see
 smoke_search.py): one trial raises once mid-training (retried from its checkpoint), one
 trial's loss turns NaN (fails with that reason; its stage picks among the others).
+The whole search is one Ray Tune experiment (folder ``search``; a resumed driver's is
+``search-attempt2``).
 """
 
 import json
@@ -92,7 +94,8 @@ def test_faults_retry_and_nan(uninterrupted):
         assert state["results"][tid] is not None
         run = next(k for k in kids if k.data.tags["trial_id"] == tid)
         assert run.info.status == "FINISHED"
-    errors = list((work / "runs" / RUN).glob("batch-*/constant-0.01-s0/error.txt"))
+    assert sorted(d.name for d in (work / "runs" / RUN).iterdir() if d.is_dir()) == ["models", "report", "search"]
+    errors = list((work / "runs" / RUN).glob("search/constant-0.01-s0/error.txt"))
     assert errors and "injected fault" in errors[0].read_text()
 
 
@@ -103,8 +106,7 @@ def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
     proc = cli(work, start_new_session=True)
     state_file = work / "runs" / RUN / "search_state.json"
     deadline = time.time() + 300
-    # Kill the whole driver (and the Ray it started) once the first batch is done and a
-    # trial of the second has finished.
+    # Kill the whole driver (and the Ray it started) once five trials have finished.
     while time.time() < deadline:
         if state_file.exists():
             try:
@@ -116,7 +118,7 @@ def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
         assert proc.poll() is None, proc.stdout.read()[-3000:]
         time.sleep(0.5)
     else:
-        pytest.fail("the first batch did not finish in time")
+        pytest.fail("five trials did not finish in time")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     before = json.loads(state_file.read_text())["results"]
@@ -126,9 +128,10 @@ def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
     assert "resuming:" in out
     after = state_of(work)
     assert after["results"] == state_of(plain)["results"], "same scores and winners as the uninterrupted run"
-    # Nothing that had finished was trained again: each trial has one folder across batches.
+    # Nothing that had finished was trained again: each trial has one folder across the
+    # experiments of the two drivers (search, search-attempt2).
     for tid, score in before.items():
-        dirs = [d for d in (work / "runs" / RUN).glob(f"batch-*/{tid}") if d.is_dir()]
+        dirs = [d for d in (work / "runs" / RUN).glob(f"search*/{tid}") if d.is_dir()]
         assert len(dirs) == 1, (tid, dirs)
     resumed_lines = [line for line in out.splitlines() if line.strip().startswith("[")]
     for tid in before:

@@ -1,22 +1,24 @@
-"""The dry-run planner: slots, waves, wall time and GPU-hours, against hand-computed values."""
+"""The cost model: slots, the searcher's schedule, wall time, GPU-hours and a search's
+efficiency, against hand-computed values."""
 
 import json
 import math
 
 import pytest
 
-from focus_tune.config import load_search_config, space_path
+from focus_tune.config import GridConfig, load_search_config, space_path
 from focus_tune.plan import SearchPlan
-from focus_tune import planner
+from focus_tune import cost as planner
 from focus_tune.data.profiles import GAMES, get_spec
-from focus_tune.planner import (
+from focus_tune.cost import (
     Resources,
-    _schedule,
+    efficiency,
     estimate,
     load_gpu_rates,
     measured_trial_minutes,
     naive_rounds,
     plan_cost,
+    simulate,
     evaluation_minutes_from_rates,
     trial_minutes_for,
     training_minutes_from_rates,
@@ -43,13 +45,36 @@ def test_slots_capped_by_cpus_and_max_concurrent():
         Resources(1, 0, 4).slots  # nothing limits concurrency
 
 
-def test_schedule_is_waves_for_equal_trials():
-    for n in range(1, 20):
-        for slots in (1, 3, 4, 16):
-            assert _schedule([2.0] * n, slots) == math.ceil(n / slots) * 2.0
-    # In order, each on the first free slot: [5, 1, 1, 1] on 2 slots ends at 5.
-    assert _schedule([5, 1, 1, 1], 2) == 5
-    assert _schedule([1, 1, 5], 2) == 6
+SMALL = GridConfig(lambdas=(0.01, 0.05), k1=1, k2=(1, 5), constants=(0.01,))
+
+
+def _small_time(t):  # a training takes 1, a test evaluation of a search checkpoint 0.1
+    return 0.1 if t.source_trial else 1.0
+
+
+def test_simulate_hands_out_the_critical_path_first():
+    """k1 = 1, two seeds of finals. On 2 slots: stage 1 (2 trainings) [0, 1]; the joint
+    trainings (k2 = 5; k2 = 1 is stage 1's winner) before the constant and none candidates
+    [1, 2]; constant and none [2, 3]; the training finals, none then constant [3, 4]; the
+    time-dependent one [4, 5] beside the three evaluations [4, 4.3]. Unlimited slots: the
+    critical path stage 1 -> joint -> final time-dependent = 3. One slot: all the work."""
+    plan = SearchPlan(SMALL, length=10, seed=0, final_seeds=2)
+    assert simulate(plan, 2, _small_time) == pytest.approx(5.0)
+    assert simulate(plan, None, _small_time) == pytest.approx(3.0)
+    assert simulate(plan, 1, _small_time) == pytest.approx(9 * 1.0 + 3 * 0.1)
+
+
+def test_efficiency_against_the_work_bound():
+    plan = SearchPlan(SMALL, length=10, seed=0, final_seeds=2)
+    results = {t.trial_id: 0.0 for b in plan.dry_run() for t in b.trials}
+    seconds = {tid: _small_time(t) for tid, t in {t.trial_id: t for b in plan.dry_run() for t in b.trials}.items()}
+    e = efficiency(plan, results, seconds, wall_s=6.0, slots=2)
+    assert e["total_trial_s"] == pytest.approx(9.3) and e["critical_path_s"] == pytest.approx(3.0)
+    assert e["work_bound_s"] == pytest.approx(9.3 / 2) and e["ratio"] == pytest.approx(6.0 / 4.65)
+    one = efficiency(plan, results, seconds, wall_s=9.3, slots=1)
+    assert one["ratio"] == pytest.approx(1.0)
+    wide = efficiency(plan, results, seconds, wall_s=3.3, slots=8)  # the critical path bounds it
+    assert wide["work_bound_s"] == pytest.approx(3.0) and wide["ratio"] == pytest.approx(1.1)
 
 
 def test_hero_paper_on_one_gpu_runs_everything_in_sequence(hero):

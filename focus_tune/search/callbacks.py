@@ -1,0 +1,71 @@
+"""Driver-side Ray Tune callbacks: every trial in MLflow, its checkpoints in the search
+state, its progress on the terminal. Workers never need the tracking URI."""
+
+from __future__ import annotations
+
+from ray.tune import Callback
+
+from ..job import job_of
+from ..progress import Progress
+from .storage import SearchState, checkpoint_uri
+
+
+class MLflowCallback(Callback):
+    """Each trial is a child run of the search's parent run (``tracking.Tracker``)."""
+
+    def __init__(self, tracker, state: SearchState):
+        self.tracker, self.state = tracker, state
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.tracker.start_trial(job_of(trial))
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.tracker.log_result(job_of(trial).trial_id, result)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        tid = job_of(trial).trial_id
+        if tid in self.state.results:  # else stopped by Ctrl-C: the driver marks it KILLED
+            result = trial.last_result or {}
+            self.tracker.end_trial(tid, failed=self.state.results[tid] is None, reason=result.get("error"))
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.tracker.end_trial(job_of(trial).trial_id, failed=True, reason=str(trial.error_file))
+
+
+class StateCallback(Callback):
+    """Checkpoint paths into the search state (what --resume restarts a trial from) and the
+    progress display; the scores themselves are recorded by the searcher."""
+
+    def __init__(self, state: SearchState, progress: Progress):
+        self.state, self.progress = state, progress
+
+    def on_step_end(self, iteration, trials, **info):
+        self.progress.tick()  # the live bar's clock and ETA, between results
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.progress.started(job_of(trial).trial_id)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        job = job_of(trial)
+        epochs = job.train.epochs
+        if "epoch" in result:
+            self.progress.epoch(job.trial_id, result["epoch"], epochs, result.get("time_total_s"))
+        if "val/ece" in result:
+            self.progress.evaluated(job.trial_id, result["epoch"], epochs, result["val/ece"])
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        self.state.checkpoints[job_of(trial).trial_id] = checkpoint_uri(checkpoint)
+        self.state.save()
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        tid = job_of(trial).trial_id
+        if tid in self.state.results:
+            score = self.state.results[tid]
+            if score is None:
+                self.progress.failed(tid, (trial.last_result or {}).get("error", "no score reported"))
+            self.progress.trial_done(tid, score, self.state.trial_seconds.get(tid))
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        tid = job_of(trial).trial_id
+        self.progress.failed(tid, f"crashed {trial.num_failures} times; see {trial.error_file}")
+        self.progress.trial_done(tid, None)

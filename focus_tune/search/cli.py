@@ -1,0 +1,72 @@
+"""The command line of ``python -m focus_tune.search`` and the checks of its flags."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..cli import OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number
+from ..config import PROFILES
+from ..data import GAMES
+from .storage import SearchError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(
+        prog="python -m focus_tune.search",
+        description="Staged search of the time-dependent logit regularization of a foCus simulator.",
+    )
+    p.add_argument("--game", required=True, choices=GAMES, help="scenario (search_spaces/<game>.yaml)")
+    p.add_argument("--profile", default="quick", choices=PROFILES,
+                   help="smoke: seconds (tests); quick: a laptop (default); paper: the paper's sizes (GPUs)")
+    p.add_argument("--space", type=Path, help="a search-space YAML of your own instead of the packaged one")
+    p.add_argument("--data", type=Path, help="an imported dataset folder instead of the built-in data")
+    p.add_argument("--data-root", type=Path, default=Path("data_cache"),
+                   help="where built-in datasets are built and cached (default: ./data_cache)")
+    p.add_argument("--storage", default="runs",
+                   help="Ray Tune storage: a folder (default runs/), on a multi-node cluster one every node "
+                        "reaches, or a URI such as s3://bucket/prefix (the search state and report then "
+                        "stay in runs/ on the driver's machine)")
+    p.add_argument("--address", help="an existing Ray cluster ('auto' on a cluster head); default: start a local Ray")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")
+    p.add_argument("--cpus-per-trial", type=positive_number,
+                   help="CPUs per trial, also its torch threads (default 1)")
+    p.add_argument("--gpus-per-trial", type=non_negative_number, default=0.0,
+                   help="GPUs per trial; fractions below 1 share a GPU")
+    p.add_argument("--max-concurrent", type=positive_int, help="at most this many trials at once (default: no limit)")
+    p.add_argument("--wait-for-resources", action="store_true",
+                   help="start even when no node has the CPUs/GPUs a trial needs, and wait for an autoscaler "
+                        "to add one (default: fail at once, naming what the cluster has)")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="search seed; the finals use seed, seed+1, seed+2")
+    p.add_argument("--resume", action="store_true", help="continue the search in its run folder")
+    p.add_argument("--joint-search", choices=("grid", "optuna"), default="grid",
+                   help="the joint lambda_all x k2 stage: the paper's grid, or Optuna with --joint-budget trainings")
+    p.add_argument("--joint-budget", type=positive_int,
+                   help="with --joint-search optuna: joint trainings Optuna may spend (default: half the grid's)")
+    p.add_argument("--max-retries", type=non_negative_int, default=2,
+                   help="retries of a crashed trial from its checkpoint")
+    p.add_argument("--dry-run", action="store_true", help="print the trial plan and its cost, run nothing")
+    p.add_argument("--cluster-gpus", type=positive_int,
+                   help="with --dry-run: estimate wall time and GPU-hours on this many GPUs")
+    p.add_argument("--trial-minutes", type=positive_number,
+                   help="with --cluster-gpus: minutes per training at --gpus-per-trial "
+                        "(default: measured from this search's run folder, if any)")
+    return p
+
+
+def check_flags(args) -> None:
+    """Checks across flags that argparse cannot make; a SearchError names the flags."""
+    if args.gpus_per_trial > 1 and args.gpus_per_trial != int(args.gpus_per_trial):
+        raise SearchError(f"--gpus-per-trial {args.gpus_per_trial:g}: above 1, a trial takes whole GPUs "
+                          "(Ray shares only fractions below 1)")
+    if not args.dry_run and (args.cluster_gpus is not None or args.trial_minutes is not None):
+        raise SearchError("--cluster-gpus and --trial-minutes estimate costs: use them with --dry-run")
+    if args.cluster_gpus is not None and args.gpus_per_trial > args.cluster_gpus:
+        raise SearchError(f"--gpus-per-trial {args.gpus_per_trial:g} is more than --cluster-gpus {args.cluster_gpus}: "
+                          "no trial could ever start")
+    if args.joint_budget is not None and args.joint_search != "optuna":
+        raise SearchError("--joint-budget is the budget of --joint-search optuna; the grid trains every candidate")
+    if args.data is not None and not args.data.is_dir():
+        raise SearchError(f"--data {args.data}: not a folder; expected a dataset folder "
+                          "(python -m focus_tune.data import-... --out FOLDER)")

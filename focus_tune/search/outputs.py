@@ -1,0 +1,97 @@
+"""What a finished search leaves: the report (tables, figures, efficiency), the final
+models, and their records in MLflow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..atomic import fsync_path, write_atomic
+from ..job import PER_ENTRY_FILE, DataInfo
+
+
+def read_per_entry(checkpoint: str | None) -> dict:
+    """The per-entry arrays a final wrote into its reported checkpoint ({} when none)."""
+    if not checkpoint:
+        return {}
+    from ray import tune
+
+    with tune.Checkpoint(checkpoint).as_directory() as d:
+        path = Path(d) / PER_ENTRY_FILE
+        return json.loads(path.read_text()) if path.exists() else {}
+
+
+def final_rows(plan, state) -> tuple[dict[str, list[dict]], list[int]]:
+    """family -> one test result per seed (per-entry arrays included), and the seeds."""
+    finals, seeds = {}, set()
+    for family, by_seed in plan.finals(state.results).items():
+        rows = []
+        for seed, tid in sorted(by_seed.items()):
+            seeds.add(seed)
+            if tid in state.finals:
+                rows.append({**state.finals[tid], **read_per_entry(state.checkpoints.get(tid))})
+        finals[family] = rows
+    return finals, sorted(seeds)
+
+
+def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winners):
+    from .. import cost
+    from ..baselines import with_baselines
+    from ..report import search_trace, write_report
+
+    finals, seeds = final_rows(plan, state)
+    finals = with_baselines(finals, dataset, cfg.to_dict()["train"], seeds)  # temperature-scaled, image-blind, oracle
+    schedules = {family: str(winners[stage].schedule)
+                 for family, stage in (("none", "none"), ("constant", "constant"), ("time-dependent", "joint"))}
+    m = dataset.manifest
+    out = folder / "report"
+    # The search itself (every stage's candidates, each family's validation ECE over epochs) in the report.
+    search = search_trace(plan, state.results, tracker.metric_histories("val/ece"))
+    report = write_report(out, args.game, args.profile, finals, schedules, m.class_names, m.condition_class,
+                          search=search)
+    eff = cost.efficiency(plan, state.results, state.trial_seconds, sum(state.fit_seconds), state.slots)
+    write_atomic(out / "efficiency.json", json.dumps(eff, indent=1))
+    report.summary["search/efficiency"] = eff["ratio"]
+    for file in out.iterdir():  # durable before MLflow and the user are told it exists
+        if file.is_file():
+            fsync_path(file)
+    fsync_path(out)
+    tracker.log_artifacts(out, "report")
+    tracker.log_search(tags={f"schedule.{f}": s for f, s in schedules.items()},
+                       params={"chosen_schedule": schedules["time-dependent"]})
+    for stage, winner in winners.items():
+        tracker.tag_winner(winner.trained_as, stage)
+    log_final_models(plan, state, cfg, DataInfo.of(m), tracker, folder, m, finals)
+    return report
+
+
+def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Path, manifest, finals) -> None:
+    """Each family's final model of the search seed, without pickle (``model_io``: numpy
+    weights + JSON), in ``<run>/models/<family>`` and as a logged model of the parent run
+    with the family's mean test metrics. Its model.json also records what
+    ``focus_tune.predict`` needs to use it without the dataset: the class names, the
+    sequence length and the image shape."""
+    import torch
+    from ray import tune
+
+    from ..model_io import build_model, save_model
+    from ..report import aggregate
+    from ..trainable import load_checkpoint
+
+    sources = {t.trial_id: t.source_trial for t in plan.all_trials(state.results)}
+    for family, by_seed in plan.finals(state.results).items():
+        tid = by_seed[min(by_seed)]
+        trained = sources.get(tid) or tid
+        path = state.checkpoints.get(trained)
+        if path is None:
+            continue
+        model = build_model(cfg.train, data_info)
+        model.load_state_dict(load_checkpoint(tune.Checkpoint(path))["model"])
+        saved = save_model(folder / "models" / family, model.eval().to(torch.float32), cfg.train, data_info,
+                           extra={"family": family, "trial_id": trained, "game": manifest.game,
+                                  "class_names": list(manifest.class_names), "length": manifest.length,
+                                  "image_shape": list(manifest.image_shape)})
+        rows = finals.get(family, [])
+        keys = {k for row in rows for k, v in row.items() if k.startswith("test/") and isinstance(v, (int, float))}
+        metrics = {k: aggregate(row.get(k) for row in rows)[0] for k in sorted(keys)}
+        tracker.log_model(saved, name=f"model-{family}", metrics=metrics)

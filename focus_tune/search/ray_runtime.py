@@ -1,0 +1,98 @@
+"""The Ray side of the driver: starting (or joining) Ray, what the cluster can hold, Ctrl-C."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+import warnings
+
+from .storage import SearchError
+
+
+def quiet() -> None:
+    """Keep the terminal for our progress lines: Ray's and MLflow's chatter goes to their logs."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no experiment banner and TensorBoard hint
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no TensorBoard/CSV loggers
+    for name in ("mlflow", "alembic", "ray", "ray.tune"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module="mlflow")
+
+
+def secure_local_ray(args) -> None:
+    """A local Ray requires a token made for this search: its GCS, raylet and workers listen
+    on every interface (Ray 2.60 has no loopback-only switch), and with token authentication
+    a stranger who reaches those ports is refused. The token lives only in this process's
+    environment (inherited by the Ray processes it starts); nothing is written to ~/.ray."""
+    if args.address or os.environ.get("RAY_ADDRESS"):
+        return  # a cluster's own authentication applies (cluster.yaml: token auth everywhere)
+    if "ray._raylet" in sys.modules and os.environ.get("RAY_AUTH_MODE") != "token":
+        return  # Ray was imported before (an embedding program): its auth mode is fixed already
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+
+
+def start_ray(args) -> None:
+    """ray.init for the search: the cluster at --address, or a local Ray that requires a token."""
+    secure_local_ray(args)
+    import ray
+
+    ray.init(address=args.address, include_dashboard=False, log_to_driver=False,
+             configure_logging=True, logging_level="ERROR")
+
+
+def _nodes() -> list[dict]:
+    import ray
+
+    return [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+
+
+def check_resources(args) -> None:
+    """Fail fast when no node can ever hold one trial, naming what the cluster has."""
+    cpus, gpus = args.cpus_per_trial or 1.0, args.gpus_per_trial
+    nodes = _nodes()
+    if any(n.get("CPU", 0) >= cpus and n.get("GPU", 0) >= gpus for n in nodes) or args.wait_for_resources:
+        return
+    have = "; ".join(f"{n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU" for n in nodes) or "no node"
+    lacking = "GPU" if gpus > max((n.get("GPU", 0) for n in nodes), default=0) else "CPU"
+    raise SearchError(
+        f"no node can run a trial: each needs {cpus:g} CPU + {gpus:g} GPU (--cpus-per-trial, --gpus-per-trial), "
+        f"and no node has enough {lacking} (cluster: {len(nodes)} node(s): {have}); lower the request, or pass "
+        "--wait-for-resources if an autoscaler will add such nodes")
+
+
+def trial_slots(args) -> int | None:
+    """How many trials the cluster runs at once (at most --max-concurrent), or None when an
+    autoscaler may add nodes (--wait-for-resources): then every runnable trial is queued,
+    so that the autoscaler sees the whole demand."""
+    if args.wait_for_resources:
+        return None
+    cpus, gpus = args.cpus_per_trial or 1.0, args.gpus_per_trial
+    slots = 0
+    for n in _nodes():
+        fit = int(n.get("CPU", 0) // cpus + 1e-9)
+        if gpus > 0:
+            fit = min(fit, int(n.get("GPU", 0) // gpus + 1e-9))
+        slots += fit
+    slots = max(1, slots)
+    return min(slots, args.max_concurrent) if args.max_concurrent else slots
+
+
+def interrupt_stopper():
+    from ray.tune import Stopper
+
+    class StopOnInterrupt(Stopper):
+        """Ends every trial at the next step of Tune's loop once Ctrl-C was pressed."""
+
+        def __call__(self, trial_id, result) -> bool:
+            return False
+
+        def stop_all(self) -> bool:
+            # Looked up at call time: Tune pickles its stopper, and an Event cannot be pickled.
+            from focus_tune.interrupt import INTERRUPT
+
+            return INTERRUPT.event.is_set()
+
+    return StopOnInterrupt()

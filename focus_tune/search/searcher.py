@@ -1,0 +1,121 @@
+"""The staged procedure as a Ray Tune ``Searcher``: one Tuner runs the whole search.
+
+``suggest()`` asks the plan (a pure function of the results so far) which trials can run
+now and hands out the most urgent one; ``on_trial_complete()`` records its score in the
+search state (saved at once), which may unblock the next stage. A trial starts as soon as
+its own dependencies are met, not when a batch of unrelated trials ends.
+
+Order when slots are scarce: :func:`~focus_tune.plan.priority` (the sequential stages
+first: they are the critical path). On a fixed cluster the searcher hands out at most as many trials as can run at
+once, so that each free slot takes the most urgent trial known at that moment; with an
+autoscaler (``slots=None``) it hands out everything runnable, and the Tuner's
+pending-trial limit lets the autoscaler see that whole demand.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ray.tune.search import Searcher
+
+from ..interrupt import INTERRUPT
+from ..job import TrialJob
+from ..plan import SearchPlan, StageFailed, TrialSpec, priority
+from .storage import SearchState
+
+
+class PlanSearcher(Searcher):
+    """Hands out the plan's trials as :class:`~focus_tune.job.TrialJob` configs.
+
+    make_job(spec) -> TrialJob; slots: trials at once (None: no limit); optuna: a factory
+    ``JointSpace -> JointOptuna`` for ``--joint-search optuna``; on_handout(job) is told of
+    every trial handed out (the progress display). The score of a trial is its validation
+    ECE at the last epoch, or with ``selection="best"`` the lowest it reported.
+    """
+
+    def __init__(self, plan: SearchPlan, state: SearchState, make_job: Callable[[TrialSpec], TrialJob],
+                 slots: int | None, epochs: int, selection: str = "last", optuna=None,
+                 on_handout: Callable[[TrialJob], None] = lambda job: None):
+        super().__init__()  # no metric: results without a score (a NaN trial's) are valid too
+        self.plan, self.state, self.make_job = plan, state, make_job
+        self.slots, self.epochs, self.selection = slots, epochs, selection
+        self.optuna_factory, self.optuna = optuna, None
+        self.on_handout = on_handout
+        self.live: dict[str, TrialJob] = {}  # Tune's trial id -> the job it runs
+        self.val_history: dict[str, list[float]] = {}
+        self.error: StageFailed | None = None
+
+    # -- handing out ----------------------------------------------------------------------
+    def suggest(self, trial_id: str):
+        if self.error is not None or INTERRUPT.event.is_set():
+            return Searcher.FINISHED if not self.live else None
+        if self.slots is not None and len(self.live) >= self.slots:
+            return None
+        spec = self._next()
+        if spec is None:
+            return Searcher.FINISHED if not self.live and self._done() else None
+        job = self.make_job(spec)
+        self.live[trial_id] = job
+        self.state.slots = max(self.state.slots, len(self.live))
+        self.on_handout(job)
+        return {"job": job}
+
+    def _next(self) -> TrialSpec | None:
+        """The most urgent runnable trial that is not running, or None."""
+        try:
+            batch = self.plan.next_batch(self.state.results)
+        except StageFailed as err:
+            self.error = err
+            return None
+        running = {job.trial_id for job in self.live.values()}
+        free = sorted((t for t in batch.trials if t.trial_id not in running), key=priority)
+        if batch.joint_space is not None and (not free or priority(free[0]) > (0,)):
+            if self.optuna is None:
+                self.optuna = self.optuna_factory(batch.joint_space)
+            spec = self.optuna.ask()
+            if spec is not None:
+                return spec
+        return free[0] if free else None
+
+    def _done(self) -> bool:
+        try:
+            return not self.plan.next_batch(self.state.results)
+        except StageFailed as err:
+            self.error = err
+            return True
+
+    # -- results ----------------------------------------------------------------------------
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        if "val/ece" in result:
+            self.val_history.setdefault(trial_id, []).append(float(result["val/ece"]))
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        job = self.live.pop(trial_id, None)
+        if job is None:
+            return
+        history = self.val_history.pop(trial_id, [])
+        tid, result = job.trial_id, result or {}
+        if error or result.get("failed"):
+            score = None  # crashed past its retries, or a non-finite loss
+        elif "score" in result and result.get("epoch") == self.epochs:
+            best = self.selection == "best" and job.spec.stage != "final" and history
+            score = float(min(history) if best else result["score"])
+        else:
+            return  # stopped before its end (Ctrl-C): it runs again, from its checkpoint, on --resume
+        self.state.results[tid] = score
+        if job.spec.stage == "final" and score is not None:
+            self.state.finals[tid] = {k: v for k, v in result.items()
+                                      if k.startswith("test") or k.startswith("val/") or k == "epoch"}
+            self.state.finals[tid]["seed"] = job.spec.seed
+        self.state.trial_seconds[tid] = float(result.get("time_total_s", 0.0))
+        self.state.save()
+        if self.optuna is not None and job.spec.stage == "joint":
+            self.optuna.tell(tid, score)
+
+    # Tune's periodic experiment snapshot would call these; the search state file, written
+    # after every trial, is what --resume reads (see the module docstring of storage).
+    def save(self, checkpoint_path: str) -> None:
+        pass
+
+    def restore(self, checkpoint_path: str) -> None:
+        pass
