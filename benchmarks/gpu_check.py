@@ -12,10 +12,10 @@ Prints, with the device's name:
    fractional GPUs (the real trainable, ``focus_tune.trainable.run_trial``, a few epochs
    each on 84x84 frames with L = 300), and GPU memory per trial;
 4. from those numbers, the minutes of one paper-profile H.E.R.O. training at each GPU
-   fraction, the best ``--gpus-per-trial`` and the planner's cost of the search on 8 GPUs;
+   fraction, the best ``--gpus-per-trial`` and the cost model's estimate of the search on 8 GPUs (focus_tune.cost);
 5. a smoke search with ``--gpus-per-trial 0.25`` end to end.
 
-The measured rates are written to ``gpu_rates.json`` (``--out``), the file the planner
+The measured rates are written to ``gpu_rates.json`` (``--out``), the file the dry run
 reads (``focus_tune/gpu_rates.json``).
 
     python benchmarks/gpu_check.py [--out DIR]        # on a GPU: about 5 minutes
@@ -302,7 +302,7 @@ def smoke_search(workdir: Path, dry: bool) -> dict:
 # -- what the numbers mean for the paper profile --------------------------------------------
 
 def rates(report: dict, precision: str) -> dict:
-    """The rates the planner needs, for one training precision: samples/s of one trial alone
+    """The rates the dry run needs, for one training precision: samples/s of one trial alone
     on the GPU per case (section 1), the per-trial slow-down at each GPU fraction (section 3,
     84x84 L = 300, applied to every case) and the Monte Carlo validation seconds per
     item-entry (section 2, alone on the GPU)."""
@@ -430,7 +430,8 @@ def _with_local_ray(dry: bool, fn):
 def paper_cost(r: dict, dry: bool) -> dict:
     """Minutes of one paper H.E.R.O. training per GPU fraction and the 8-GPU search cost."""
     from focus_tune.plan import SearchPlan
-    from focus_tune.planner import Resources, estimate, training_minutes_from_rates
+    from focus_tune.cost import Resources, estimate
+    from focus_tune.rates import training_minutes_from_rates
 
     cfg = load_search_config(REPO / "search_spaces" / "hero.yaml", "paper")
     spec = get_spec("hero", "paper")

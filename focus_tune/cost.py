@@ -27,15 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import json
 import math
-import re
-import statistics
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 from .plan import Batch, SearchPlan, TrialSpec, priority
+from .rates import load_gpu_rates
 
 _EPS = 1e-9
 
@@ -164,98 +161,6 @@ def naive_rounds(plan: SearchPlan) -> list[int]:
                                        3 * plan.final_seeds])
 
 
-def measured_trial_minutes(run_dir: Path) -> float | None:
-    """Median training time (minutes) of a finished or partial search in ``run_dir``
-    (``<game>-<profile>-seed<N>``), from its ``search_state.json``. The finals with the search
-    seed are left out: they only evaluated a search trial's checkpoint."""
-    run_dir = Path(run_dir)
-    from .search.storage import STATE_FILE, SearchState
-
-    path = run_dir / STATE_FILE
-    if not path.exists():
-        return None
-    state = SearchState.load(path).__dict__
-    seed = re.search(r"-seed(\d+)$", run_dir.name)
-    reused = f"-s{seed.group(1)}" if seed else None
-    seconds = [sec for tid, sec in state.get("trial_seconds", {}).items()
-               if sec and sec > 0 and not (tid.startswith("final-") and reused and tid.endswith(reused))]
-    return statistics.median(seconds) / 60 if seconds else None
-
-
-GPU_RATES = Path(__file__).with_name("gpu_rates.json")
-
-
-def load_gpu_rates(path: Path = GPU_RATES) -> dict | None:
-    """The GPU rates measured by ``benchmarks/gpu_check.py`` (its ``gpu_rates.json``), or None."""
-    path = Path(path)
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def _slowdown(rates: dict, gpus_per_trial: float) -> float | None:
-    return next((v for k, v in rates["sharing_slowdown"].items()
-                 if math.isclose(float(k), gpus_per_trial, rel_tol=1e-3)), None)
-
-
-def training_minutes_from_rates(rates: dict, spec, cfg, gpus_per_trial: float) -> float | None:
-    """Minutes of one training of ``cfg`` on the dataset ``spec`` at ``gpus_per_trial``, from
-    measured GPU rates; None when the rates hold no measurement of this image shape and length
-    or of this GPU fraction.
-
-    Training: epochs x train items / (samples/s alone / slow-down at this fraction). Validation:
-    one Monte Carlo evaluation (M = 100) every ``eval_every`` epochs, val items x L x the
-    measured seconds per item-entry, slowed down as training is when trials share a GPU.
-    The rates were measured at batch 256 and M = 100 (the paper profile's values).
-    """
-    c, h, w = spec.image_shape
-    sps = rates["train_samples_per_s_alone"].get(f"{c}x{h}x{w} L={spec.length}")
-    slow = _slowdown(rates, gpus_per_trial)
-    if sps is None or slow is None:
-        return None
-    train = cfg.train
-    val_items = min(spec.val, train.val_items) if train.val_items else spec.val
-    evaluations = math.ceil(train.epochs / train.eval_every)
-    train_s = train.epochs * spec.train * slow / sps
-    val_s = evaluations * val_items * spec.length * rates["val_s_per_item_entry"] * slow
-    return (train_s + val_s) / 60
-
-
-def evaluation_minutes_from_rates(rates: dict, spec, cfg, gpus_per_trial: float) -> float | None:
-    """Minutes of one final's test evaluation (M Monte Carlo samples of the test split; the
-    unregularized final draws a second set for its temperature-scaled baseline, which is not
-    counted here) from measured GPU rates; None where the fraction was not measured."""
-    slow = _slowdown(rates, gpus_per_trial)
-    if slow is None:
-        return None
-    items = min(spec.test, cfg.train.test_items) if cfg.train.test_items else spec.test
-    return items * spec.length * rates["val_s_per_item_entry"] * slow / 60
-
-
-def trial_minutes_for(args_minutes: float | None, run_dir: Path, cfg, game: str, profile: str,
-                      gpus_per_trial: float, builtin_data: bool = True) -> tuple[float | None, float | None, str]:
-    """(minutes per training, minutes per test evaluation or None for the default, source):
-    the per-training time the dry run costs with, and where it comes from: the user's
-    ``--trial-minutes``; else the median training of an earlier run of this search
-    (:func:`measured_trial_minutes`); else, for a built-in dataset and a GPU fraction the GPU
-    check measured, the measured GPU rates (:func:`training_minutes_from_rates`)."""
-    if args_minutes:
-        return args_minutes, None, "--trial-minutes"
-    measured = measured_trial_minutes(run_dir)
-    if measured:
-        return measured, None, f"the median training of {run_dir}"
-    rates = load_gpu_rates()
-    if rates and builtin_data:
-        from .data.profiles import get_spec
-
-        spec = get_spec(game, profile)
-        fraction = gpus_per_trial or 1.0
-        minutes = training_minutes_from_rates(rates, spec, cfg, fraction)
-        if minutes:
-            return minutes, evaluation_minutes_from_rates(rates, spec, cfg, fraction), (f"rates measured on one {rates['device']} ({rates['measured']}, "
-                             f"{rates['command']}): {rates['precision']}, {cfg.train.epochs} epochs, "
-                             f"validation every {cfg.train.eval_every}")
-    return None, None, ""
-
-
 def _fmt_minutes(m: float) -> str:
     if m < 1:
         return f"{m * 60:.0f}s"
@@ -277,7 +182,7 @@ def describe_batches(batches: list[Batch], cpus_per_trial: float | None, gpus_pe
         counts = Counter(f"final {t.family}" if t.stage == "final" else t.stage for t in b.trials)
         what = ", ".join(f"{name} x{c}" for name, c in counts.items())
         evals = len(b.trials) - b.trainings
-        lines.append(f"batch {n}: {what} | {len(b.trials)} trials, {b.trainings} trainings"
+        lines.append(f"round {n}: {what} | {len(b.trials)} trials, {b.trainings} trainings"
                      + (f" + {evals} test evaluation{'s' if evals > 1 else ''}" if evals else "")
                      + f" | each {res}")
         for t in b.trials:
@@ -304,7 +209,7 @@ def plan_cost(plan: SearchPlan, cfg, cluster_gpus: int | None = None, gpus_per_t
     s = plan.stats(batches)
     lines = describe_batches(batches, cpus_per_trial, gpus_per_trial if cluster_gpus else 0.0)
     lines.append(
-        f"{s.trainings} trainings + {s.evaluations} test evaluations in {s.batches} batches, instead of "
+        f"{s.trainings} trainings + {s.evaluations} test evaluations in {s.batches} rounds, instead of "
         f"{s.naive_trainings} trainings in {s.rounds_without_overlap} rounds: deduplication saves "
         f"{s.dedup_saved} trainings, reusing search checkpoints as the first final seed {s.reuse_saved}, "
         f"overlap {s.overlap_saved} rounds"
@@ -324,7 +229,7 @@ def plan_cost(plan: SearchPlan, cfg, cluster_gpus: int | None = None, gpus_per_t
             + (" (capped by CPUs or --max-concurrent)"
                if slots < math.floor(cluster_gpus / gpus_per_trial + _EPS) else ""))
     if trial_minutes is None:
-        lines.append(f"{head}; waves per batch: "
+        lines.append(f"{head}; waves per round: "
                      + ", ".join(str(math.ceil(len(b.trials) / slots)) if slots else "-" for b in batches))
         lines.append("no per-trial time: pass --trial-minutes (one training of "
                      f"{epochs} epochs at this GPU fraction) to estimate wall time and GPU-hours")

@@ -235,7 +235,7 @@ class SearchPlan:
         return batches
 
     def stats(self, batches: list[Batch]) -> PlanStats:
-        """Counts for a dry-run planner (``batches`` from :meth:`dry_run`)."""
+        """Counts for a dry run (``batches`` from :meth:`dry_run`)."""
         g = self.grid
         trials = [t for b in batches for t in b.trials]
         naive = (
@@ -258,17 +258,17 @@ class SearchPlan:
         )
 
     def describe(self, results: Results | None = None) -> str:
-        """A dry-run summary, one line per batch, for ``--dry-run`` style output."""
+        """A dry-run summary, one line per round (a batch), for ``--dry-run`` style output."""
         batches = self.dry_run(results)
         lines = []
         for n, batch in enumerate(batches, start=1):
             counts = Counter(f"final {t.family}" if t.stage == "final" else t.stage for t in batch.trials)
             what = ", ".join(f"{name} x{c}" for name, c in counts.items())
-            lines.append(f"batch {n}: {what}  ({batch.trainings} trainings)")
+            lines.append(f"round {n}: {what}  ({batch.trainings} trainings)")
         s = self.stats(batches)
         lines.append(
             f"{s.trainings} trainings + {s.evaluations} test evaluations of search checkpoints in "
-            f"{s.batches} batches; deduplication saved {s.dedup_saved} trainings, reusing search "
+            f"{s.batches} rounds; deduplication saved {s.dedup_saved} trainings, reusing search "
             f"trials as the first final seed {s.reuse_saved}, overlap {s.overlap_saved} rounds "
             f"(of {s.rounds_without_overlap})"
         )

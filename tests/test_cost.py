@@ -8,21 +8,11 @@ import pytest
 
 from focus_tune.config import GridConfig, load_search_config, space_path
 from focus_tune.plan import SearchPlan
-from focus_tune import cost as planner
+from focus_tune import rates as rate_source
 from focus_tune.data.profiles import GAMES, get_spec
-from focus_tune.cost import (
-    Resources,
-    efficiency,
-    estimate,
-    load_gpu_rates,
-    measured_trial_minutes,
-    naive_rounds,
-    plan_cost,
-    simulate,
-    evaluation_minutes_from_rates,
-    trial_minutes_for,
-    training_minutes_from_rates,
-)
+from focus_tune.cost import Resources, efficiency, estimate, naive_rounds, plan_cost, simulate
+from focus_tune.rates import (evaluation_minutes_from_rates, load_gpu_rates, measured_trial_minutes, trial_minutes_for,
+                              training_minutes_from_rates)
 
 
 @pytest.fixture(scope="module")
@@ -136,10 +126,10 @@ def test_plan_cost_text(hero):
 def test_plan_cost_without_a_cluster_or_a_time(hero):
     cfg, plan = hero
     plain = plan_cost(plan, cfg, cpus_per_trial=None)
-    assert "GPU" not in plain and "batch 5:" in plain and "each a share of the CPUs" in plain
+    assert "GPU" not in plain and "round 5:" in plain and "each a share of the CPUs" in plain
     no_time = plan_cost(plan, cfg, cluster_gpus=4, gpus_per_trial=0.0)
     assert "costing with 1 GPU per trial" in no_time and "4 trials at once" in no_time
-    assert "pass --trial-minutes" in no_time and "waves per batch: 3, 3, 1, 4, 1" in no_time
+    assert "pass --trial-minutes" in no_time and "waves per round: 3, 3, 1, 4, 1" in no_time
     by_epoch = plan_cost(plan, cfg, cluster_gpus=4, gpus_per_trial=1, epoch_minutes=0.5)
     assert "1h40m per training" in by_epoch  # 200 epochs x 0.5 min
 
@@ -183,7 +173,7 @@ def test_training_minutes_from_rates_by_hand(hero):
 
 def test_trial_minutes_for_prefers_the_user_then_a_run_then_the_rates(hero, tmp_path, monkeypatch):
     cfg, _ = hero
-    monkeypatch.setattr(planner, "load_gpu_rates", lambda: RATES)
+    monkeypatch.setattr(rate_source, "load_gpu_rates", lambda: RATES)
     run = tmp_path / "hero-paper-seed0"
     assert trial_minutes_for(42.0, run, cfg, "hero", "paper", 0.5) == (42.0, None, "--trial-minutes")
     minutes, test_minutes, source = trial_minutes_for(None, run, cfg, "hero", "paper", 0.5)

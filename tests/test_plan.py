@@ -460,7 +460,7 @@ def test_dry_run_lists_every_batch_assuming_a_grid():
     batches = plan.dry_run()
     assert [len(b.trials) for b in batches] == [9, 10, 4, 16, 3]
     text = plan.describe()
-    assert text.splitlines()[0] == "batch 1: stage1 x4, constant x4, none x1  (9 trainings)"
+    assert text.splitlines()[0] == "round 1: stage1 x4, constant x4, none x1  (9 trainings)"
     assert "39 trainings + 3 test evaluations" in text
     # With real results, the past batches come out as they ran.
     results, history = simulate(SearchPlan(PAPER_GRID, 300, 0), target_score(long_tail(300)))

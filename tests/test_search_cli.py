@@ -30,7 +30,7 @@ def test_dry_run_prints_every_round_without_ray(capsys):
     out = capsys.readouterr().out
     for stage in ("stage1", "stage2", "stage3", "joint", "final time-dependent"):
         assert stage in out
-    assert "19 trainings + 3 test evaluations in 5 batches" in out
+    assert "19 trainings + 3 test evaluations in 5 rounds" in out
 
 
 def test_existing_search_needs_resume(tmp_path, capsys, monkeypatch):

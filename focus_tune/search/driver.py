@@ -213,7 +213,8 @@ def joint_budget(args, cfg: SearchConfig) -> int | None:
         return args.joint_budget
     from ..optuna_joint import default_budget
 
-    return default_budget(len(cfg.grid.lambdas) * len(cfg.grid.k2))
+    g = cfg.grid  # the joint grid's distinct trainings: candidates with k2 <= k1 are stage k1's winner
+    return default_budget(len(g.lambdas) * sum(k > g.k1 for k in g.k2))
 
 
 def new_progress(plan: SearchPlan, state: SearchState) -> Progress:

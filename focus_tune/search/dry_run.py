@@ -10,7 +10,8 @@ from .storage import run_dir
 
 def dry_run(cfg: SearchConfig, args) -> int:
     """Print the trial plan and what overlap and deduplication save; runs nothing."""
-    from ..cost import plan_cost, trial_minutes_for
+    from ..cost import plan_cost
+    from ..rates import trial_minutes_for
     from .driver import arrays_for_trials, check_game
 
     if args.data is None:

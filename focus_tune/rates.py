@@ -1,0 +1,103 @@
+"""Where a search's time per training comes from: the user's --trial-minutes, a finished
+run of the same search, or the GPU rates that ``benchmarks/gpu_check.py`` measured
+(``focus_tune/gpu_rates.json``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+
+def measured_trial_minutes(run_dir: Path) -> float | None:
+    """Median training time (minutes) of a finished or partial search in ``run_dir``
+    (``<game>-<profile>-seed<N>``), from its ``search_state.json``. The finals with the search
+    seed are left out: they only evaluated a search trial's checkpoint."""
+    run_dir = Path(run_dir)
+    from .search.storage import STATE_FILE, SearchState
+
+    path = run_dir / STATE_FILE
+    if not path.exists():
+        return None
+    state = SearchState.load(path).__dict__
+    seed = re.search(r"-seed(\d+)$", run_dir.name)
+    reused = f"-s{seed.group(1)}" if seed else None
+    seconds = [sec for tid, sec in state.get("trial_seconds", {}).items()
+               if sec and sec > 0 and not (tid.startswith("final-") and reused and tid.endswith(reused))]
+    return statistics.median(seconds) / 60 if seconds else None
+
+
+GPU_RATES = Path(__file__).with_name("gpu_rates.json")
+
+
+def load_gpu_rates(path: Path = GPU_RATES) -> dict | None:
+    """The GPU rates measured by ``benchmarks/gpu_check.py`` (its ``gpu_rates.json``), or None."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _slowdown(rates: dict, gpus_per_trial: float) -> float | None:
+    return next((v for k, v in rates["sharing_slowdown"].items()
+                 if math.isclose(float(k), gpus_per_trial, rel_tol=1e-3)), None)
+
+
+def training_minutes_from_rates(rates: dict, spec, cfg, gpus_per_trial: float) -> float | None:
+    """Minutes of one training of ``cfg`` on the dataset ``spec`` at ``gpus_per_trial``, from
+    measured GPU rates; None when the rates hold no measurement of this image shape and length
+    or of this GPU fraction.
+
+    Training: epochs x train items / (samples/s alone / slow-down at this fraction). Validation:
+    one Monte Carlo evaluation (M = 100) every ``eval_every`` epochs, val items x L x the
+    measured seconds per item-entry, slowed down as training is when trials share a GPU.
+    The rates were measured at batch 256 and M = 100 (the paper profile's values).
+    """
+    c, h, w = spec.image_shape
+    sps = rates["train_samples_per_s_alone"].get(f"{c}x{h}x{w} L={spec.length}")
+    slow = _slowdown(rates, gpus_per_trial)
+    if sps is None or slow is None:
+        return None
+    train = cfg.train
+    val_items = min(spec.val, train.val_items) if train.val_items else spec.val
+    evaluations = math.ceil(train.epochs / train.eval_every)
+    train_s = train.epochs * spec.train * slow / sps
+    val_s = evaluations * val_items * spec.length * rates["val_s_per_item_entry"] * slow
+    return (train_s + val_s) / 60
+
+
+def evaluation_minutes_from_rates(rates: dict, spec, cfg, gpus_per_trial: float) -> float | None:
+    """Minutes of one final's test evaluation (M Monte Carlo samples of the test split; the
+    unregularized final draws a second set for its temperature-scaled baseline, which is not
+    counted here) from measured GPU rates; None where the fraction was not measured."""
+    slow = _slowdown(rates, gpus_per_trial)
+    if slow is None:
+        return None
+    items = min(spec.test, cfg.train.test_items) if cfg.train.test_items else spec.test
+    return items * spec.length * rates["val_s_per_item_entry"] * slow / 60
+
+
+def trial_minutes_for(args_minutes: float | None, run_dir: Path, cfg, game: str, profile: str,
+                      gpus_per_trial: float, builtin_data: bool = True) -> tuple[float | None, float | None, str]:
+    """(minutes per training, minutes per test evaluation or None for the default, source):
+    the per-training time the dry run costs with, and where it comes from: the user's
+    ``--trial-minutes``; else the median training of an earlier run of this search
+    (:func:`measured_trial_minutes`); else, for a built-in dataset and a GPU fraction the GPU
+    check measured, the measured GPU rates (:func:`training_minutes_from_rates`)."""
+    if args_minutes:
+        return args_minutes, None, "--trial-minutes"
+    measured = measured_trial_minutes(run_dir)
+    if measured:
+        return measured, None, f"the median training of {run_dir}"
+    rates = load_gpu_rates()
+    if rates and builtin_data:
+        from .data.profiles import get_spec
+
+        spec = get_spec(game, profile)
+        fraction = gpus_per_trial or 1.0
+        minutes = training_minutes_from_rates(rates, spec, cfg, fraction)
+        if minutes:
+            return minutes, evaluation_minutes_from_rates(rates, spec, cfg, fraction), (f"rates measured on one {rates['device']} ({rates['measured']}, "
+                             f"{rates['command']}): {rates['precision']}, {cfg.train.epochs} epochs, "
+                             f"validation every {cfg.train.eval_every}")
+    return None, None, ""
