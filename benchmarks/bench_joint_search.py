@@ -172,18 +172,18 @@ def table(out: dict) -> str:
         "",
         "| candidate | val ECE | test ECE |",
         "|---|---|---|",
-        *(f"| {t} | {c['val_ece']:.4f} | {c['test_ece']:.4f} |" for t, c in out["candidates"].items()),
+        *(f"| {t} | {c['val_ece']:.5f} | {c['test_ece']:.5f} |" for t, c in out['candidates'].items()),
         "",
         f"| trainings b | grid@b chosen | grid@b val / test ECE | Optuna@b mean val / test ECE ({s} seeds) "
         f"| Optuna found the full grid's winner | Optuna's choices |",
         "|---|---|---|---|---|---|",
     ]
-    for r in out["rows"]:
-        g, o = r["grid"], r["optuna"]
-        choices = ", ".join(f"{t} x{c}" for t, c in o["chosen"].items())
-        default = " (default)" if r["budget"] == out["default_budget"] else ""
-        lines.append(f"| {r['budget']}{default} | {g['chosen']} | {g['val_ece']:.4f} / {g['test_ece']:.4f} "
-                     f"| {o['val_ece_mean']:.4f} / {o['test_ece_mean']:.4f} | {o['found_full_grid_winner']}/{s} "
+    for r in out['rows']:
+        g, o = r['grid'], r['optuna']
+        choices = ", ".join(f"{t} x{c}" for t, c in o['chosen'].items())
+        default = " (default)" if r['budget'] == out['default_budget'] else ""
+        lines.append(f"| {r['budget']}{default} | {g['chosen']} | {g['val_ece']:.5f} / {g['test_ece']:.5f} "
+                     f"| {o['val_ece_mean']:.5f} / {o['test_ece_mean']:.5f} | {o['found_full_grid_winner']}/{s} "
                      f"| {choices} |")
     return "\n".join(lines) + "\n"
 
