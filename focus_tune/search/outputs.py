@@ -68,7 +68,8 @@ def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winner
 def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Path, manifest, finals) -> None:
     """Each family's final model of the search seed, without pickle (``model_io``: numpy
     weights + JSON), in ``<run>/models/<family>`` and as a logged model of the parent run
-    with the family's mean test metrics. Its model.json also records what
+    with the family's mean test metrics (``<family>/test/...``, the report summary's keys:
+    the parent run holds every family's, so the keys name the family). Its model.json also records what
     ``focus_tune.predict`` needs to use it without the dataset: the class names, the
     sequence length and the image shape."""
     import torch
@@ -93,5 +94,5 @@ def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Pat
                                   "image_shape": list(manifest.image_shape)})
         rows = finals.get(family, [])
         keys = {k for row in rows for k, v in row.items() if k.startswith("test/") and isinstance(v, (int, float))}
-        metrics = {k: aggregate(row.get(k) for row in rows)[0] for k in sorted(keys)}
+        metrics = {f"{family}/{k}": aggregate(row.get(k) for row in rows)[0] for k in sorted(keys)}
         tracker.log_model(saved, name=f"model-{family}", metrics=metrics)
