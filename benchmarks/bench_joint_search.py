@@ -39,8 +39,9 @@ from focus_tune.data.store import load_dataset  # noqa: E402
 from focus_tune.optuna_joint import JointOptuna, default_budget  # noqa: E402
 from focus_tune.plan import SearchPlan  # noqa: E402
 from focus_tune.train import Split, evaluate  # noqa: E402
-from focus_tune.model import Simulator  # noqa: E402
-from focus_tune.trainable import CHECKPOINT_FILE, _eval_gen, _ns  # noqa: E402
+from focus_tune.job import DataInfo  # noqa: E402
+from focus_tune.model_io import build_model  # noqa: E402
+from focus_tune.trainable import CHECKPOINT_FILE, _eval_gen  # noqa: E402
 
 
 def load_run(run_dir: Path):
@@ -68,25 +69,17 @@ def joint_space(cfg: SearchConfig, length: int, seed: int, results: dict):
 
 def test_ece(checkpoints: dict, trial_ids, cfg, dataset, seed: int) -> dict[str, float]:
     """Test marginal ECE of each trial's last checkpoint (the finals' evaluation)."""
-    train = cfg.to_dict()["train"]
-    m = dataset.manifest
-    info = {"num_classes": m.num_classes, "event": m.event_class, "condition_class": m.condition_class,
-            "in_channels": m.image_shape[0]}
-    split = dataset.test
-    arrays = {"images": split.images, "sequences": split.sequences, "time_to_event": split.time_to_event,
-              "exact_marginals": split.exact_marginals}
-    test = Split.from_arrays(_ns(arrays), "cpu", items=train["test_items"])
+    train, info = cfg.train, DataInfo.of(dataset.manifest)
+    test = Split.from_arrays(dataset.test, "cpu", items=train.test_items)
     out = {}
     for tid in trial_ids:
-        model = Simulator(info["num_classes"], encoder=train["encoder"], embed_dim=train["embed_dim"],
-                          hidden=train["hidden"], in_channels=info["in_channels"],
-                          encoder_width=train["encoder_width"])  # as the trainable builds it
+        model = build_model(train, info)  # as the trainable builds it
         state = torch.load(Path(checkpoints[tid]) / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
         model.load_state_dict(state["model"])
         t0 = time.perf_counter()
         with torch.no_grad():
-            res = evaluate(model, test, train["num_samples"], event=info["event"], generator=_eval_gen(seed, -1),
-                           n_bins=train["ece_bins"], alpha=train["alpha"], absorbing=train["absorbing"])
+            res = evaluate(model, test, train.num_samples, event=info.event, generator=_eval_gen(seed, -1),
+                           n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing)
         out[tid] = float(res["marginal/ece"])
         print(f"  test ECE {tid}: {out[tid]:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
     return out

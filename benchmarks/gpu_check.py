@@ -237,10 +237,8 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
 
     train = {**paper_train(dry), "epochs": epochs, "eval_every": epochs, "val_items": 8 if dry else 128}
     info = DataInfo(num_classes=case.classes, event=case.classes - 1, condition_class=0, in_channels=case.image[0])
-    split = _random_split(items, case, torch.device("cpu"))
-    arrays = {"images": split.images.numpy(), "sequences": split.sequences.numpy(),
-              "time_to_event": split.time_to_event.numpy(), "exact_marginals": None}
-    data = {"train": arrays, "val": arrays, "test": arrays}
+    split = _random_split(items, case, torch.device("cpu"))  # what Split.from_arrays reads, as a data split
+    data = {"train": split, "val": split, "test": split}
     rows = []
     for precision, n in [(p, n) for p in precisions for n in counts]:
         jobs = []

@@ -98,6 +98,36 @@ def _trial_time(t: TrialSpec, trial_minutes: float, eval_minutes: float) -> floa
     return eval_minutes if t.source_trial is not None else trial_minutes
 
 
+@dataclass(frozen=True)
+class PlanStats:
+    """What a whole search costs and what overlap and deduplication saved."""
+
+    batches: int  # sequential rounds
+    trainings: int  # models trained
+    evaluations: int  # finals that only evaluate a search checkpoint on the test set
+    naive_trainings: int  # every candidate and every final seed trained separately
+    dedup_saved: int  # trainings skipped because an identical schedule was trained already
+    reuse_saved: int  # final retrains replaced by the search trial's checkpoint
+    rounds_without_overlap: int  # stage1..stageK, joint, constant, none, final one after another
+
+    @property
+    def overlap_saved(self) -> int:
+        """Sequential rounds saved by running independent stages side by side."""
+        return self.rounds_without_overlap - self.batches
+
+
+def stats(plan: SearchPlan, batches: list[Batch]) -> PlanStats:
+    """Counts for a dry run (``batches`` from :meth:`~SearchPlan.dry_run`)."""
+    g = plan.grid
+    trials = [t for b in batches for t in b.trials]
+    naive = sum(naive_rounds(plan))
+    trainings = sum(t.source_trial is None for t in trials)
+    evaluations = len(trials) - trainings
+    return PlanStats(batches=len(batches), trainings=trainings, evaluations=evaluations, naive_trainings=naive,
+                     dedup_saved=naive - trainings - evaluations, reuse_saved=evaluations,
+                     rounds_without_overlap=g.k1 + 4)
+
+
 def simulate(plan: SearchPlan, slots: int | None, duration, results=None) -> float:
     """Wall time of ``plan`` when each free slot takes the most urgent runnable trial
     (``slots`` None: no limit, which gives the critical path); ``duration(spec)`` is a
@@ -206,7 +236,7 @@ def plan_cost(plan: SearchPlan, cfg, cluster_gpus: int | None = None, gpus_per_t
     if cluster_gpus and cpus_per_trial is None:
         cpus_per_trial = 1.0  # the search's default on a cluster
     batches = plan.dry_run(results)
-    s = plan.stats(batches)
+    s = stats(plan, batches)
     lines = describe_batches(batches, cpus_per_trial, gpus_per_trial if cluster_gpus else 0.0)
     lines.append(
         f"{s.trainings} trainings + {s.evaluations} test evaluations in {s.batches} rounds, instead of "

@@ -28,40 +28,19 @@ k2 >= length are the same schedule).
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Literal, Mapping
+from typing import Callable, Literal
 
 from .config import GridConfig
 from .regularization import LambdaSchedule
-from .trials import (FAMILIES, FAMILY_STAGE, Batch, Candidate, JointSpace, StageFailed, StageWinner, TrialSpec,
-                     priority)
+from .trials import (FAMILIES, FAMILY_STAGE, Batch, Candidate, JointSpace, Results, StageFailed, StageWinner,
+                     Trainings, TrialSpec, priority)
 
-__all__ = ["FAMILIES", "FAMILY_STAGE", "Batch", "Candidate", "JointSpace", "PlanStats", "SearchPlan", "StageFailed",
+__all__ = ["FAMILIES", "FAMILY_STAGE", "Batch", "Candidate", "JointSpace", "SearchPlan", "StageFailed",
            "StageWinner", "TrialSpec", "priority"]
 
 JOINT_SEARCHES = ("grid", "optuna")
 
-Results = Mapping[str, "float | None"]
-
-
-@dataclass(frozen=True)
-class PlanStats:
-    """What a whole search costs and what overlap and deduplication saved."""
-
-    batches: int  # sequential rounds
-    trainings: int  # models trained
-    evaluations: int  # finals that only evaluate a search checkpoint on the test set
-    naive_trainings: int  # every candidate and every final seed trained separately
-    dedup_saved: int  # trainings skipped because an identical schedule was trained already
-    reuse_saved: int  # final retrains replaced by the search trial's checkpoint
-    rounds_without_overlap: int  # stage1..stageK, joint, constant, none, final one after another
-
-    @property
-    def overlap_saved(self) -> int:
-        """Sequential rounds saved by running independent stages side by side."""
-        return self.rounds_without_overlap - self.batches
 
 
 @dataclass
@@ -71,52 +50,9 @@ class _Stage:
     winner: StageWinner | None = None
 
 
-class _Trainings:
-    """The distinct trainings of one replay, keyed by what they compute.
-
-    Two specs with the same key train the same model: the first one that has a result
-    stands for the key, or, when none has, the first one registered. Preferring the one
-    with a result keeps earlier choices valid when a later family's finals become known
-    before an earlier family's (a resumed search), so nothing is trained twice.
-    """
-
-    def __init__(self, results: Results):
-        self.results = results
-        self.groups: dict[tuple, list[TrialSpec]] = {}
-
-    def add(self, spec: TrialSpec) -> tuple:
-        # A final is a test evaluation (or a retrain) of a family winner; a search trial is
-        # a validation run. Same schedule and seed in both roles is handled by source_trial.
-        key = (spec.stage == "final", spec.schedule, spec.seed)
-        self.groups.setdefault(key, []).append(spec)
-        return key
-
-    def first(self, key: tuple) -> TrialSpec:
-        """The spec that first asked for this training."""
-        return self.groups[key][0]
-
-    def trained(self, key: tuple) -> TrialSpec:
-        """The spec that stands for the key: the first with a result, else the first."""
-        group = self.groups[key]
-        return next((s for s in group if s.trial_id in self.results), group[0])
-
-    def has_result(self, key: tuple) -> bool:
-        return self.trained(key).trial_id in self.results
-
-    def score(self, key: tuple) -> float | None:
-        """The selection score, or None when the training failed (None or NaN)."""
-        spec = self.trained(key)
-        value = self.results[spec.trial_id]
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"result of {spec.trial_id} must be a number or None, got {value!r}")
-        return None if math.isnan(value) else float(value)
-
-
 @dataclass
 class _State:
-    trainings: _Trainings
+    trainings: Trainings
     stages: dict[str, _Stage]
     prefix: tuple[float, ...]  # lambda_1..lambda_i of the decided stages
     finals: dict[str, list[tuple]]  # family -> keys of its finals, seed order
@@ -234,46 +170,6 @@ class SearchPlan:
                 simulated[trial.trial_id] = known[trial.trial_id] if trial.trial_id in known else score(trial)
         return batches
 
-    def stats(self, batches: list[Batch]) -> PlanStats:
-        """Counts for a dry run (``batches`` from :meth:`dry_run`)."""
-        g = self.grid
-        trials = [t for b in batches for t in b.trials]
-        naive = (
-            g.k1 * len(g.lambdas)
-            + len(g.lambdas) * len(g.k2)
-            + len(g.constants)
-            + 1
-            + len(FAMILIES) * self.final_seeds
-        )
-        trainings = sum(t.source_trial is None for t in trials)
-        evaluations = len(trials) - trainings
-        return PlanStats(
-            batches=len(batches),
-            trainings=trainings,
-            evaluations=evaluations,
-            naive_trainings=naive,
-            dedup_saved=naive - trainings - evaluations,
-            reuse_saved=evaluations,
-            rounds_without_overlap=g.k1 + 4,
-        )
-
-    def describe(self, results: Results | None = None) -> str:
-        """A dry-run summary, one line per round (a batch), for ``--dry-run`` style output."""
-        batches = self.dry_run(results)
-        lines = []
-        for n, batch in enumerate(batches, start=1):
-            counts = Counter(f"final {t.family}" if t.stage == "final" else t.stage for t in batch.trials)
-            what = ", ".join(f"{name} x{c}" for name, c in counts.items())
-            lines.append(f"round {n}: {what}  ({batch.trainings} trainings)")
-        s = self.stats(batches)
-        lines.append(
-            f"{s.trainings} trainings + {s.evaluations} test evaluations of search checkpoints in "
-            f"{s.batches} rounds; deduplication saved {s.dedup_saved} trainings, reusing search "
-            f"trials as the first final seed {s.reuse_saved}, overlap {s.overlap_saved} rounds "
-            f"(of {s.rounds_without_overlap})"
-        )
-        return "\n".join(lines)
-
     # -- candidates ---------------------------------------------------------------------
     def _stage_candidates(self, i: int, prefix: tuple[float, ...]) -> list[TrialSpec]:
         """Stage i: lambda_1..lambda_{i-1} = prefix, lambda_i = each grid value, 0 after."""
@@ -336,7 +232,7 @@ class SearchPlan:
         Registration order is fixed (stage1, constant, none, stage2.., joint, finals of none,
         constant, time-dependent), which makes the batches deterministic.
         """
-        trainings = _Trainings(results)
+        trainings = Trainings(results)
         stages: dict[str, _Stage] = {}
 
         def open_stage(name: str, candidates: list[TrialSpec]) -> _Stage:
@@ -385,7 +281,7 @@ class SearchPlan:
         return _State(trainings, stages, prefix, finals, optuna_keys)
 
     @staticmethod
-    def _decide(stage: _Stage, trainings: _Trainings) -> StageWinner | None:
+    def _decide(stage: _Stage, trainings: Trainings) -> StageWinner | None:
         """Lowest score wins, ties by candidate order; None while a result is missing."""
         if not all(trainings.has_result(key) for _, key in stage.candidates):
             return None

@@ -58,8 +58,8 @@ def _device() -> torch.device:
 def run_trial(config: dict, data: dict, on_epoch=None) -> None:
     """Ray Tune entry point (wrap with ``tune.with_parameters(run_trial, data=...)``).
 
-    ``config["job"]`` is the :class:`~focus_tune.job.TrialJob`; ``data`` holds the splits as
-    numpy arrays: {"train": {...}, "val": {...}, "test": {...}}. ``on_epoch(job, epoch, model,
+    ``config["job"]`` is the :class:`~focus_tune.job.TrialJob`; ``data`` holds the splits
+    (``focus_tune.data.store.Split``, numpy arrays): {"train": ..., "val": ..., "test": ...}. ``on_epoch(job, epoch, model,
     resumed)``, called before each training epoch, is a seam for tests (fault injection);
     the search passes none.
     """
@@ -97,8 +97,8 @@ def run_trial(config: dict, data: dict, on_epoch=None) -> None:
         generator.set_state(state["generator"])
         start, resumed, last_val = state["epoch"], True, state["metrics"]
 
-    train_split = Split.from_arrays(_ns(data["train"]), device)
-    val_split = Split.from_arrays(_ns(data["val"]), device, items=train.val_items)
+    train_split = Split.from_arrays(data["train"], device)
+    val_split = Split.from_arrays(data["val"], device, items=train.val_items)
     for epoch in range(start + 1, train.epochs + 1):
         if on_epoch is not None:
             on_epoch(job, epoch, model, resumed)
@@ -136,11 +136,6 @@ def _eval_gen(seed: int, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 100_003 + epoch)
 
 
-def _ns(split: dict):
-    """A dict of arrays seen as an object with attributes (what Split.from_arrays reads)."""
-    return type("SplitArrays", (), split)
-
-
 def _test_metrics(model, data, job: TrialJob, common: dict, device, folder: str) -> dict:
     """The final's test metrics; a 'none' final adds its temperature-scaled baseline. The
     per-entry arrays (for the report's figures) go to ``folder/test_per_entry.json``.
@@ -150,7 +145,7 @@ def _test_metrics(model, data, job: TrialJob, common: dict, device, folder: str)
     test set with the tempered model, reported under ``test/temperature-scaled/...``.
     """
     train, seed = job.train, job.spec.seed
-    test = Split.from_arrays(_ns(data["test"]), device, items=train.test_items)
+    test = Split.from_arrays(data["test"], device, items=train.test_items)
     labels = test.sequences.cpu().numpy()
     cond = job.data.condition_class
     out = evaluate(model, test, train.num_samples, generator=_eval_gen(seed, -1),
@@ -158,7 +153,7 @@ def _test_metrics(model, data, job: TrialJob, common: dict, device, folder: str)
     result = test_result(out, out.pop("per_entry"), out.pop("probs"), labels, train.ece_bins)
     files = {"test_per_entry": result.pop("test_per_entry")}
     if job.spec.family == "none":
-        val = Split.from_arrays(_ns(data["val"]), device, items=train.val_items)
+        val = Split.from_arrays(data["val"], device, items=train.val_items)
         temperature = fit_temperatures(teacher_forced_logits(model, val), val.sequences.cpu().numpy())
         ts = evaluate(model, test, train.num_samples, generator=_eval_gen(seed, -2),
                       condition_class=cond, per_entry=True, temperature=torch.as_tensor(temperature), **common)

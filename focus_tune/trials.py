@@ -3,19 +3,23 @@
 :class:`TrialSpec` is one training (or test evaluation) to run; :class:`Batch` the trials
 whose dependencies are met; :class:`StageWinner` and :class:`Candidate` what a stage chose
 among; :class:`JointSpace` the joint stage handed to a search algorithm; :func:`priority`
-the order in which to start runnable trials. ``focus_tune.plan`` makes them.
+the order in which to start runnable trials; :class:`Trainings` the distinct trainings of
+one replay of the plan. ``focus_tune.plan`` makes them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+import math
+from typing import Iterable, Mapping
 
 from .regularization import LambdaSchedule
 
 FAMILIES = ("none", "constant", "time-dependent")
 # The stage whose winner is each family's winner.
 FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint"}
+
+Results = Mapping[str, "float | None"]  # trial id -> selection score (None: failed)
 
 
 class StageFailed(RuntimeError):
@@ -160,3 +164,46 @@ def priority(spec: TrialSpec) -> tuple:
     if spec.stage in ("constant", "none"):
         return (1,)
     return (2 if spec.source_trial is None else 3, spec.family != "none")
+
+
+class Trainings:
+    """The distinct trainings of one replay, keyed by what they compute.
+
+    Two specs with the same key train the same model: the first one that has a result
+    stands for the key, or, when none has, the first one registered. Preferring the one
+    with a result keeps earlier choices valid when a later family's finals become known
+    before an earlier family's (a resumed search), so nothing is trained twice.
+    """
+
+    def __init__(self, results: Results):
+        self.results = results
+        self.groups: dict[tuple, list[TrialSpec]] = {}
+
+    def add(self, spec: TrialSpec) -> tuple:
+        # A final is a test evaluation (or a retrain) of a family winner; a search trial is
+        # a validation run. Same schedule and seed in both roles is handled by source_trial.
+        key = (spec.stage == "final", spec.schedule, spec.seed)
+        self.groups.setdefault(key, []).append(spec)
+        return key
+
+    def first(self, key: tuple) -> TrialSpec:
+        """The spec that first asked for this training."""
+        return self.groups[key][0]
+
+    def trained(self, key: tuple) -> TrialSpec:
+        """The spec that stands for the key: the first with a result, else the first."""
+        group = self.groups[key]
+        return next((s for s in group if s.trial_id in self.results), group[0])
+
+    def has_result(self, key: tuple) -> bool:
+        return self.trained(key).trial_id in self.results
+
+    def score(self, key: tuple) -> float | None:
+        """The selection score, or None when the training failed (None or NaN)."""
+        spec = self.trained(key)
+        value = self.results[spec.trial_id]
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"result of {spec.trial_id} must be a number or None, got {value!r}")
+        return None if math.isnan(value) else float(value)

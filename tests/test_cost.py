@@ -10,7 +10,7 @@ from focus_tune.config import GridConfig, load_search_config, space_path
 from focus_tune.plan import SearchPlan
 from focus_tune import rates as rate_source
 from focus_tune.data.profiles import GAMES, get_spec
-from focus_tune.cost import Resources, efficiency, estimate, naive_rounds, plan_cost, simulate
+from focus_tune.cost import Resources, efficiency, estimate, naive_rounds, plan_cost, simulate, stats
 from focus_tune.rates import (evaluation_minutes_from_rates, load_gpu_rates, measured_trial_minutes, trial_minutes_for,
                               training_minutes_from_rates)
 
@@ -69,7 +69,7 @@ def test_efficiency_against_the_work_bound():
 
 def test_hero_paper_on_one_gpu_runs_everything_in_sequence(hero):
     cfg, plan = hero
-    s = plan.stats(plan.dry_run())
+    s = stats(plan, plan.dry_run())
     cost = estimate(plan, Resources(1, 1.0, 1), trial_minutes=60, eval_minutes=2, epochs=cfg.train.epochs)
     assert cost.wall_minutes == pytest.approx(s.trainings * 60 + s.evaluations * 2)
     assert cost.gpu_hours_busy == pytest.approx(cost.gpu_hours_billed)  # one GPU, never idle
@@ -82,7 +82,7 @@ def test_hero_paper_on_eight_gpus_shared_four_ways(hero):
     cost = estimate(plan, Resources(2, 0.25, 8), trial_minutes=90, eval_minutes=3)
     assert [b.waves for b in cost.batches] == [1] * len(cost.batches)
     assert cost.wall_minutes == pytest.approx(90 * len(cost.batches))
-    s = plan.stats(plan.dry_run())
+    s = stats(plan, plan.dry_run())
     assert cost.gpu_hours_busy == pytest.approx((s.trainings * 90 + s.evaluations * 3) * 0.25 / 60)
     assert cost.gpu_hours_billed == pytest.approx(8 * cost.wall_minutes / 60)
     assert 0 < cost.utilization < 1
@@ -98,7 +98,7 @@ def test_eval_minutes_default_to_one_epoch(hero):
 
 def test_naive_rounds_match_the_plans_naive_count(hero):
     _, plan = hero
-    assert sum(naive_rounds(plan)) == plan.stats(plan.dry_run()).naive_trainings
+    assert sum(naive_rounds(plan)) == stats(plan, plan.dry_run()).naive_trainings
 
 
 def test_estimate_rejects_impossible_requests(hero):

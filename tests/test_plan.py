@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from focus_tune import cost
 from focus_tune.config import GridConfig
 from focus_tune.plan import FAMILY_STAGE, SearchPlan, StageFailed, priority
 
@@ -141,7 +142,7 @@ def test_paper_grid_batches_and_training_count():
     assert sum(b.trainings for _, b in history) == 39
     assert len(results) == 42  # 39 trainings + 3 test evaluations of search checkpoints
 
-    stats = plan.stats([b for _, b in history])
+    stats = cost.stats(plan, [b for _, b in history])
     assert (stats.trainings, stats.evaluations, stats.naive_trainings) == (39, 3, 46)
     assert (stats.dedup_saved, stats.reuse_saved) == (4, 3)
     assert (stats.batches, stats.rounds_without_overlap, stats.overlap_saved) == (5, 7, 2)
@@ -459,9 +460,8 @@ def test_dry_run_lists_every_batch_assuming_a_grid():
     plan = SearchPlan(PAPER_GRID, length=300, seed=0, joint_search="optuna")
     batches = plan.dry_run()
     assert [len(b.trials) for b in batches] == [9, 10, 4, 16, 3]
-    text = plan.describe()
-    assert text.splitlines()[0] == "round 1: stage1 x4, constant x4, none x1  (9 trainings)"
-    assert "39 trainings + 3 test evaluations" in text
+    s = cost.stats(plan, batches)
+    assert (s.batches, s.trainings, s.evaluations) == (5, 39, 3)
     # With real results, the past batches come out as they ran.
     results, history = simulate(SearchPlan(PAPER_GRID, 300, 0), target_score(long_tail(300)))
     assert plan.dry_run(results) == [b for _, b in history]

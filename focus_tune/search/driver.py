@@ -42,7 +42,7 @@ class Prepared:
     cfg: SearchConfig
     data_path: Path
     dataset: object
-    arrays: dict
+    splits: dict  # train / val / test: data.store.Split
     run_dir: Path
     created: list[Path]  # folders made by the storage check, removed again if the search does not start
     fingerprint: dict
@@ -61,13 +61,9 @@ def check_game(manifest, args, data_path) -> None:
         raise DataError(f"--data {data_path}: holds a dataset of game {short(manifest.game)}, not --game {args.game}")
 
 
-def arrays_for_trials(dataset) -> dict:
-    """The splits as plain numpy arrays, decoded once here and shared through Ray's object store."""
-    return {
-        name: {"images": split.images, "sequences": split.sequences, "time_to_event": split.time_to_event,
-               "exact_marginals": split.exact_marginals}
-        for name, split in (("train", dataset.train), ("val", dataset.val), ("test", dataset.test))
-    }
+def splits_for_trials(dataset) -> dict:
+    """The three splits (numpy arrays), decoded once here and shared through Ray's object store."""
+    return {"train": dataset.train, "val": dataset.val, "test": dataset.test}
 
 
 def prepare(args) -> Prepared:
@@ -76,7 +72,7 @@ def prepare(args) -> Prepared:
     data_path = args.data or ensure_dataset(args.game, args.profile, args.data_root, seed=args.seed)
     dataset = load_dataset(data_path)
     check_game(dataset.manifest, args, data_path)
-    arrays = arrays_for_trials(dataset)  # decodes every split: class ids, time to event, marginals
+    splits = splits_for_trials(dataset)  # decodes every split: class ids, time to event, marginals
     folder = run_dir(args)
     fingerprint = {"config": cfg.to_dict(), "data": str(Path(data_path).resolve()), "files": dataset.manifest.files,
                    "joint_search": args.joint_search, "joint_budget": args.joint_budget}
@@ -89,7 +85,7 @@ def prepare(args) -> Prepared:
         raise SearchError(f"{state_path} was made with another config or dataset; "
                           f"resume with the same arguments or start a new --storage")
     created = check_storage(args, folder)  # last: nothing is left on disk when a check above fails
-    return Prepared(cfg, Path(data_path), dataset, arrays, folder, created, fingerprint)
+    return Prepared(cfg, Path(data_path), dataset, splits, folder, created, fingerprint)
 
 
 def run(args, trainable=None) -> int:
@@ -166,7 +162,7 @@ def search(args, prep: Prepared, t_start: float, trainable=None) -> int:
         plan = SearchPlan(cfg.grid, length=m.length, seed=args.seed, final_seeds=cfg.final_seeds,
                           joint_search=args.joint_search, joint_budget=joint_budget(args, cfg))
         progress = new_progress(plan, state)
-        fit(args, plan, state, cfg, DataInfo.of(m), prep.arrays, tracker, progress, folder, trainable)
+        fit(args, prep, plan, state, tracker, progress, trainable)
         INTERRUPT.check()
         winners = plan.winners(state.results)
         report = write_outputs(cfg, args, plan, state, prep.dataset, folder, tracker, winners)
@@ -219,14 +215,17 @@ def joint_budget(args, cfg: SearchConfig) -> int | None:
 
 def new_progress(plan: SearchPlan, state: SearchState) -> Progress:
     """The progress display, counting what an earlier driver of a resumed search finished."""
-    expected = plan.stats(plan.dry_run(state.results))  # the grid's count, an estimate with Optuna
+    from ..cost import stats
+
+    expected = stats(plan, plan.dry_run(state.results))  # the grid's count, an estimate with Optuna
     evaluations = {t.trial_id for t in plan.all_trials(state.results) if t.source_trial}
     done_evaluations = sum(tid in evaluations for tid in state.results)
     return Progress(expected.trainings, expected.evaluations, done_trainings=len(state.results) - done_evaluations,
                     done_evaluations=done_evaluations)
 
 
-def fit(args, plan, state, cfg, data_info, arrays, tracker, progress, folder, trainable=None) -> None:
+def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, progress: Progress,
+        trainable=None) -> None:
     """Every trial of the search in one Ray Tune experiment, handed out by the PlanSearcher."""
     from ray import tune
 
@@ -238,6 +237,7 @@ def fit(args, plan, state, cfg, data_info, arrays, tracker, progress, folder, tr
     # count wait their turn, which trains faster than oversubscribing the cores (measured:
     # 10.5 vs 6.5 CPU-seconds per quick epoch with 5 trials on 2 cores).
     cpus = args.cpus_per_trial or 1.0
+    cfg, folder, data_info = prep.cfg, prep.run_dir, DataInfo.of(prep.dataset.manifest)
 
     def make_job(spec: TrialSpec) -> TrialJob:
         source = state.checkpoints.get(spec.source_trial) if spec.source_trial else None
@@ -269,7 +269,7 @@ def fit(args, plan, state, cfg, data_info, arrays, tracker, progress, folder, tr
     searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, cfg.train.selection, optuna, handout)
     name = "search" if state.attempts == 1 else f"search-attempt{state.attempts}"
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(trainable or run_trial, data=arrays),
+        tune.with_resources(tune.with_parameters(trainable or run_trial, data=prep.splits),
                             {"cpu": cpus, "gpu": args.gpus_per_trial}),
         tune_config=tune.TuneConfig(
             search_alg=searcher, num_samples=-1, reuse_actors=True,

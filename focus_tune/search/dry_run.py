@@ -12,14 +12,14 @@ def dry_run(cfg: SearchConfig, args) -> int:
     """Print the trial plan and what overlap and deduplication save; runs nothing."""
     from ..cost import plan_cost
     from ..rates import trial_minutes_for
-    from .driver import arrays_for_trials, check_game
+    from .driver import check_game, splits_for_trials
 
     if args.data is None:
         length = get_spec(args.game, args.profile).length
     else:  # the same checks as a real run: the game, and every split decoded
         dataset = load_dataset(args.data)
         check_game(dataset.manifest, args, args.data)
-        arrays_for_trials(dataset)
+        splits_for_trials(dataset)
         length = dataset.manifest.length
     plan = SearchPlan(cfg.grid, length=length, seed=args.seed, final_seeds=cfg.final_seeds)
     print(f"focus-tune dry run: {args.game} ({args.profile}), L={length}, "

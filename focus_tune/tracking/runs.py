@@ -1,25 +1,10 @@
-"""MLflow tracking: the only module that imports mlflow (and it imports no Ray).
-
-One experiment per scenario, one parent run per search, and one nested child run per
-trial, written from the driver (the search's Ray Tune callback calls :class:`Tracker`):
-workers never need the tracking URI, which is what makes the same code work on a cluster.
-
-Lineage: every run carries MLflow's own context tags (git commit, source, user), resolved
-by MLflow's context registry as ``mlflow.start_run`` would; the dataset is an input of the
-parent run and of every trial's run, named with a digest of its manifest; a final model
-is a logged model with a signature, an input example and its test metrics; the run of
-each stage's winner is tagged ``winner_of``.
-"""
+"""The search's parent run and one nested child run per trial."""
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import logging
-import math
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -28,186 +13,9 @@ import mlflow
 from mlflow.entities import Dataset, DatasetInput, InputTag, LoggedModelOutput, Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
-# mlflow configures its logger on import; its INFO lines (database migrations) are noise here.
-logging.getLogger("mlflow").setLevel(logging.WARNING)
-
-
-def tracking_uri(uri: str | None) -> str:
-    """The given URI, or ``sqlite:///<cwd>/mlflow.db``."""
-    if uri:
-        return uri
-    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
-
-
-def ui_command(uri: str) -> str:
-    """How to look at a store: the ``mlflow ui`` command for a local one, the address of a server."""
-    if uri.startswith(("http://", "https://")):
-        return f"open {uri}"
-    return f"mlflow ui --backend-store-uri {uri} --workers 1  (then open http://127.0.0.1:5000)"
-
-
-class ModelNotFound(LookupError):
-    """A model URI that names nothing in the store; the message says what the store has."""
-
-
-def _sqlite_file(uri: str) -> Path | None:
-    if not uri.startswith("sqlite:///"):
-        return None
-    return Path(uri[len("sqlite:///"):].split("?")[0])
-
-
-def fetch_model(uri: str, tracking: str | None = None) -> tuple[Path, dict[str, str]]:
-    """Download the model folder at an MLflow URI (``runs:/<run>/model-<family>``,
-    ``models:/<model_id>``, ``models:/<name>/<version>``) and return it with the params of
-    the run that logged it ({} when unknown). Raises :class:`ModelNotFound` with a
-    readable message when the store, the run or the model does not exist; a missing
-    SQLite store is not created."""
-    from mlflow.artifacts import download_artifacts
-    from mlflow.exceptions import MlflowException
-
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    store = tracking_uri(tracking)
-    db = _sqlite_file(store)
-    if db is not None and not db.is_file():
-        raise ModelNotFound(f"no MLflow store at {db} (--tracking-uri {store}); run this where the search ran, "
-                            "or pass the --tracking-uri it printed")
-    mlflow.set_tracking_uri(store)
-    client = MlflowClient(store)
-    run_id = None
-    try:
-        if uri.startswith("runs:/"):
-            run_id, _, path = uri[len("runs:/"):].partition("/")
-            run = _get(client.get_run, run_id, f"no MLflow run {run_id!r} in {store}")
-            if path.strip("/") and not _run_has(client, run, path.strip("/")):
-                names = sorted(m.name for m in _run_models(client, run))
-                raise ModelNotFound(f"run {run_id} has no model {path.strip('/')!r}"
-                                    + (f"; it has: {', '.join(names)}" if names else "; it logged no model"))
-        elif uri.startswith("models:/"):
-            ref = uri[len("models:/"):].strip("/")
-            if "/" in ref or "@" in ref:  # a registered model: name/version or name@alias
-                name, version = (ref.split("@", 1) if "@" in ref else ref.rsplit("/", 1))
-                get = client.get_model_version_by_alias if "@" in ref else client.get_model_version
-                run_id = _get(lambda: get(name, version), None, f"no registered model {ref!r} in {store}").run_id
-            else:
-                run_id = _get(client.get_logged_model, ref, f"no logged model {ref!r} in {store}").source_run_id
-        folder = Path(download_artifacts(uri))
-    except MlflowException as err:
-        raise ModelNotFound(f"{uri}: {' '.join(str(err.message).split())[:300]}") from None
-    params = dict(client.get_run(run_id).data.params) if run_id else {}
-    return folder, params
-
-
-def download_model(uri: str) -> Path:
-    """The local folder of an MLflow artifact URI (``models:/<id>``, ``runs:/<run>/<path>``),
-    downloaded from the current tracking URI (``mlflow.set_tracking_uri``, MLFLOW_TRACKING_URI):
-    what ``model_io.load_model`` calls, so that model_io does not import mlflow."""
-    from mlflow.artifacts import download_artifacts
-
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    return Path(download_artifacts(uri))
-
-
-def _get(fetch, arg, missing: str):
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return fetch(arg) if arg is not None else fetch()
-    except MlflowException as err:
-        if "RESOURCE_DOES_NOT_EXIST" in str(err.error_code) or "not found" in str(err).lower():
-            raise ModelNotFound(missing) from None
-        raise
-
-
-def _run_models(client, run):
-    return client.search_logged_models([run.info.experiment_id],
-                                       filter_string=f"source_run_id = '{run.info.run_id}'")
-
-
-def _run_has(client, run, path: str) -> bool:
-    """Whether a run holds ``path``: a logged model of that name, or an artifact."""
-    if any(m.name == path for m in _run_models(client, run)):
-        return True
-    parent, _, leaf = path.rpartition("/")
-    return any(a.path == path for a in client.list_artifacts(run.info.run_id, parent or None))
-
-
-WINNER_TAG = "winner_of"  # on a trial's run: the stages it won, comma separated
-DATASET_CONTEXT = "training"  # the mlflow.data.context of the dataset input
-
-
-def context_tags() -> dict[str, str]:
-    """MLflow's own run context tags (``mlflow.source.git.commit``, ``mlflow.source.name``,
-    ``mlflow.source.type``, ``mlflow.user``, ...), resolved by MLflow's context registry as
-    ``mlflow.start_run`` resolves them: ``MlflowClient.create_run`` alone sets none. The git
-    commit is that of the repository holding the program that runs (``sys.argv[0]``)."""
-    from mlflow.tracking.context.registry import resolve_tags
-
-    return {k: str(v) for k, v in resolve_tags().items() if v is not None}
-
-
-def manifest_digest(manifest) -> str:
-    """A digest of a dataset: SHA-256 over its manifest's split-file checksums (``files``),
-    truncated to the 32 hex digits an MLflow dataset digest holds (at most 36 characters).
-    The same split files give the same digest wherever the folder lies."""
-    canonical = json.dumps(sorted(dict(manifest.files).items()), separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
-
-
-def dataset_entity(manifest, path) -> Dataset:
-    """The MLflow dataset of a dataset folder (``focus_tune.data.store.Manifest`` + its folder):
-    name ``manifest.name``, the manifest digest, the folder as a local source, a tensor schema
-    (images uint8 [-1, C, H, W], sequences int8 [-1, L]) and a profile (split sizes, L,
-    classes, image shape, generator)."""
-    import numpy as np
-    from mlflow.data.schema import TensorDatasetSchema
-    from mlflow.types import Schema, TensorSpec
-
-    c, h, w = (int(x) for x in manifest.image_shape)
-    length = int(manifest.length)
-    schema = TensorDatasetSchema(
-        features=Schema([TensorSpec(np.dtype("uint8"), (-1, c, h, w), "image")]),
-        targets=Schema([TensorSpec(np.dtype("int8"), (-1, length), "sequence")]),
-    )
-    profile = {
-        "game": manifest.game, "profile": manifest.profile, "splits": dict(manifest.splits),
-        "length": length, "num_classes": manifest.num_classes, "class_names": list(manifest.class_names),
-        "image_shape": [c, h, w], "event_class": manifest.class_names[manifest.event_class],
-        "generator": manifest.generator, "generator_version": manifest.generator_version, "seed": manifest.seed,
-        "files": dict(manifest.files), "digest": "sha256 of the files' checksums, first 32 hex digits",
-    }
-    name = manifest.name or f"{manifest.game}-{manifest.profile}"
-    return Dataset(name=name, digest=manifest_digest(manifest), source_type="local",
-                   source=json.dumps({"uri": str(Path(path).resolve())}),
-                   schema=json.dumps(schema.to_dict()), profile=json.dumps(profile))
-
-
-def model_signature(meta: dict):
-    """The signature of a saved model (its model.json as a dict): images float32
-    [-1, C, H, W] (pixel values 0..255) in, marginal probabilities float32 [-1, L, classes]
-    out; None when model.json does not record the image shape and length."""
-    import numpy as np
-    from mlflow.models import ModelSignature
-    from mlflow.types import Schema, TensorSpec
-
-    shape, length = meta.get("image_shape"), meta.get("length")
-    classes = meta.get("class_names") or []
-    num_classes = (meta.get("data") or {}).get("num_classes", len(classes))
-    if not shape or not length or not num_classes:
-        return None
-    c, h, w = (int(x) for x in shape)
-    return ModelSignature(
-        inputs=Schema([TensorSpec(np.dtype("float32"), (-1, c, h, w), "images")]),
-        outputs=Schema([TensorSpec(np.dtype("float32"), (-1, int(length), int(num_classes)), "marginals")]),
-    )
-
-
-def default_input_example(meta: dict):
-    """One mid-grey image of the model's shape, float32 [1, C, H, W] (None if unknown)."""
-    import numpy as np
-
-    shape = meta.get("image_shape")
-    return None if not shape else np.full((1, *(int(x) for x in shape)), 128.0, dtype=np.float32)
+from .lineage import DATASET_CONTEXT, WINNER_TAG, context_tags, dataset_entity
+from .models import _save_example, default_input_example, model_signature
+from .store import _is_metric, tracking_uri
 
 
 class Tracker:
@@ -399,18 +207,3 @@ class Tracker:
         if reason:
             self.client.set_tag(self.parent_run_id, "stop_reason", reason[:4000])
         self.client.set_terminated(self.parent_run_id, status=status or ("FAILED" if failed else "FINISHED"))
-
-
-def _is_metric(key: str, value) -> bool:
-    return (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        and "/" in key  # our namespaced keys (val/ece, train/loss, test/marginal/ece, time/...)
-    )
-
-
-def _save_example(mlmodel, example, folder: str) -> None:
-    """Save an input example into a model folder and record it in ``mlmodel``, as MLflow's
-    flavors do (``input_example.json`` and ``serving_input_example.json``)."""
-    from mlflow.models.utils import _save_example as save
-
-    save(mlmodel, example, folder)

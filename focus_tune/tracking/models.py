@@ -1,0 +1,126 @@
+"""Logged models: fetching one by URI, its signature and input example."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import mlflow
+from mlflow.tracking import MlflowClient
+
+from .store import _sqlite_file, tracking_uri
+
+
+class ModelNotFound(LookupError):
+    """A model URI that names nothing in the store; the message says what the store has."""
+
+
+def fetch_model(uri: str, tracking: str | None = None) -> tuple[Path, dict[str, str]]:
+    """Download the model folder at an MLflow URI (``runs:/<run>/model-<family>``,
+    ``models:/<model_id>``, ``models:/<name>/<version>``) and return it with the params of
+    the run that logged it ({} when unknown). Raises :class:`ModelNotFound` with a
+    readable message when the store, the run or the model does not exist; a missing
+    SQLite store is not created."""
+    from mlflow.artifacts import download_artifacts
+    from mlflow.exceptions import MlflowException
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    store = tracking_uri(tracking)
+    db = _sqlite_file(store)
+    if db is not None and not db.is_file():
+        raise ModelNotFound(f"no MLflow store at {db} (--tracking-uri {store}); run this where the search ran, "
+                            "or pass the --tracking-uri it printed")
+    mlflow.set_tracking_uri(store)
+    client = MlflowClient(store)
+    run_id = None
+    try:
+        if uri.startswith("runs:/"):
+            run_id, _, path = uri[len("runs:/"):].partition("/")
+            run = _get(client.get_run, run_id, f"no MLflow run {run_id!r} in {store}")
+            if path.strip("/") and not _run_has(client, run, path.strip("/")):
+                names = sorted(m.name for m in _run_models(client, run))
+                raise ModelNotFound(f"run {run_id} has no model {path.strip('/')!r}"
+                                    + (f"; it has: {', '.join(names)}" if names else "; it logged no model"))
+        elif uri.startswith("models:/"):
+            ref = uri[len("models:/"):].strip("/")
+            if "/" in ref or "@" in ref:  # a registered model: name/version or name@alias
+                name, version = (ref.split("@", 1) if "@" in ref else ref.rsplit("/", 1))
+                get = client.get_model_version_by_alias if "@" in ref else client.get_model_version
+                run_id = _get(lambda: get(name, version), None, f"no registered model {ref!r} in {store}").run_id
+            else:
+                run_id = _get(client.get_logged_model, ref, f"no logged model {ref!r} in {store}").source_run_id
+        folder = Path(download_artifacts(uri))
+    except MlflowException as err:
+        raise ModelNotFound(f"{uri}: {' '.join(str(err.message).split())[:300]}") from None
+    params = dict(client.get_run(run_id).data.params) if run_id else {}
+    return folder, params
+
+
+def download_model(uri: str) -> Path:
+    """The local folder of an MLflow artifact URI (``models:/<id>``, ``runs:/<run>/<path>``),
+    downloaded from the current tracking URI (``mlflow.set_tracking_uri``, MLFLOW_TRACKING_URI):
+    what ``model_io.load_model`` calls, so that model_io does not import mlflow."""
+    from mlflow.artifacts import download_artifacts
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    return Path(download_artifacts(uri))
+
+
+def _get(fetch, arg, missing: str):
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return fetch(arg) if arg is not None else fetch()
+    except MlflowException as err:
+        if "RESOURCE_DOES_NOT_EXIST" in str(err.error_code) or "not found" in str(err).lower():
+            raise ModelNotFound(missing) from None
+        raise
+
+
+def _run_models(client, run):
+    return client.search_logged_models([run.info.experiment_id],
+                                       filter_string=f"source_run_id = '{run.info.run_id}'")
+
+
+def _run_has(client, run, path: str) -> bool:
+    """Whether a run holds ``path``: a logged model of that name, or an artifact."""
+    if any(m.name == path for m in _run_models(client, run)):
+        return True
+    parent, _, leaf = path.rpartition("/")
+    return any(a.path == path for a in client.list_artifacts(run.info.run_id, parent or None))
+
+
+def model_signature(meta: dict):
+    """The signature of a saved model (its model.json as a dict): images float32
+    [-1, C, H, W] (pixel values 0..255) in, marginal probabilities float32 [-1, L, classes]
+    out; None when model.json does not record the image shape and length."""
+    import numpy as np
+    from mlflow.models import ModelSignature
+    from mlflow.types import Schema, TensorSpec
+
+    shape, length = meta.get("image_shape"), meta.get("length")
+    classes = meta.get("class_names") or []
+    num_classes = (meta.get("data") or {}).get("num_classes", len(classes))
+    if not shape or not length or not num_classes:
+        return None
+    c, h, w = (int(x) for x in shape)
+    return ModelSignature(
+        inputs=Schema([TensorSpec(np.dtype("float32"), (-1, c, h, w), "images")]),
+        outputs=Schema([TensorSpec(np.dtype("float32"), (-1, int(length), int(num_classes)), "marginals")]),
+    )
+
+
+def default_input_example(meta: dict):
+    """One mid-grey image of the model's shape, float32 [1, C, H, W] (None if unknown)."""
+    import numpy as np
+
+    shape = meta.get("image_shape")
+    return None if not shape else np.full((1, *(int(x) for x in shape)), 128.0, dtype=np.float32)
+
+
+def _save_example(mlmodel, example, folder: str) -> None:
+    """Save an input example into a model folder and record it in ``mlmodel``, as MLflow's
+    flavors do (``input_example.json`` and ``serving_input_example.json``)."""
+    from mlflow.models.utils import _save_example as save
+
+    save(mlmodel, example, folder)

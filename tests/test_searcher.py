@@ -1,0 +1,129 @@
+"""The PlanSearcher without a Tuner: what it hands out, when it waits, what it records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ray.tune.search import Searcher
+
+from focus_tune.config import GridConfig, load_search_config, space_path
+from focus_tune.interrupt import INTERRUPT
+from focus_tune.job import DataInfo, TrialJob
+from focus_tune.plan import SearchPlan
+from focus_tune.search.searcher import PlanSearcher
+from focus_tune.search.storage import SearchState
+
+GRID = GridConfig(lambdas=(0.01, 0.05), k1=1, k2=(1, 5), constants=(0.01,))
+TRAIN = load_search_config(space_path("facemed"), "smoke").train
+INFO = DataInfo(num_classes=3, event=2, condition_class=0, in_channels=3)
+
+
+def _searcher(tmp_path, slots=2, selection="last"):
+    state = SearchState(path=tmp_path / "state.json")
+    plan = SearchPlan(GRID, length=10, seed=0, final_seeds=2)
+    handed = []
+    searcher = PlanSearcher(plan, state, lambda spec: TrialJob(spec, TRAIN, INFO), slots, TRAIN.epochs,
+                            selection, on_handout=handed.append)
+    return searcher, state, handed
+
+
+def _ids(suggestions):
+    return [s["job"].trial_id for s in suggestions]
+
+
+def _done(score, **extra):
+    return {"score": score, "epoch": TRAIN.epochs, "time_total_s": 3.0, **extra}
+
+
+def test_hands_out_at_most_the_slots_critical_path_first(tmp_path):
+    searcher, state, handed = _searcher(tmp_path, slots=2)
+    first = [searcher.suggest("a"), searcher.suggest("b")]
+    assert _ids(first) == ["stage1-l0.01-s0", "stage1-l0.05-s0"]  # before constant and none
+    assert searcher.suggest("c") is None, "both slots are taken"
+    searcher.on_trial_complete("a", _done(0.2))
+    assert state.results == {"stage1-l0.01-s0": 0.2} and json.loads(state.path.read_text())["results"]
+    assert _ids([searcher.suggest("c")]) == ["constant-0.01-s0"]  # stage 2 needs both stage-1 results
+    searcher.on_trial_complete("b", _done(0.1))
+    # Stage 1 decided (lambda_1 = 0.05): the joint trainings come before the unregularized one.
+    assert _ids([searcher.suggest("d")]) == ["joint-la0.01-k5-s0"]
+    assert [j.trial_id for j in handed] == ["stage1-l0.01-s0", "stage1-l0.05-s0", "constant-0.01-s0",
+                                            "joint-la0.01-k5-s0"]
+    assert state.slots == 2
+
+
+def test_runs_to_the_end_and_finishes(tmp_path):
+    searcher, state, _ = _searcher(tmp_path, slots=None)  # no limit: everything runnable at once
+    n = 0
+    while (s := searcher.suggest(f"t{n}")) != Searcher.FINISHED:
+        if s is None:  # waiting: finish what is out
+            for tid in list(searcher.live):
+                searcher.on_trial_complete(tid, _done(0.1))
+        n += 1
+    assert searcher.plan.done(state.results) and not searcher.live
+    assert {tid for tid in state.finals} == {tid for by_seed in searcher.plan.finals(state.results).values()
+                                             for tid in by_seed.values()}
+
+
+def test_failed_crashed_and_interrupted_trials(tmp_path):
+    searcher, state, _ = _searcher(tmp_path, slots=3)
+    for tid in "abc":
+        searcher.suggest(tid)
+    job_a, job_b, job_c = (searcher.live[t].trial_id for t in "abc")
+    searcher.on_trial_complete("a", {"epoch": 1, "failed": 1, "error": "training loss became nan"})
+    searcher.on_trial_complete("b", None, error=True)  # crashed past its retries
+    searcher.on_trial_complete("c", {"epoch": 1, "score": 0.3})  # stopped by Ctrl-C mid-way
+    assert state.results == {job_a: None, job_b: None}, "an interrupted trial gets no result: it reruns"
+    assert job_c not in state.results
+
+
+def test_a_stage_where_every_trial_failed_ends_the_search(tmp_path):
+    searcher, state, _ = _searcher(tmp_path, slots=2)
+    searcher.suggest("a"), searcher.suggest("b")
+    searcher.on_trial_complete("a", {"epoch": 1, "failed": 1})
+    searcher.on_trial_complete("b", {"epoch": 1, "failed": 1})
+    assert searcher.suggest("c") == Searcher.FINISHED
+    assert "stage1" in str(searcher.error)
+
+
+def test_best_selection_uses_the_lowest_validation(tmp_path):
+    searcher, state, _ = _searcher(tmp_path, slots=1, selection="best")
+    searcher.suggest("a")
+    for value in (0.3, 0.1, 0.2):
+        searcher.on_trial_result("a", {"val/ece": value})
+    searcher.on_trial_complete("a", _done(0.2))
+    assert state.results == {"stage1-l0.01-s0": 0.1}
+
+
+def test_an_interrupt_stops_the_hand_out(tmp_path):
+    searcher, _, _ = _searcher(tmp_path, slots=2)
+    searcher.suggest("a")
+    INTERRUPT.event.set()
+    try:
+        assert searcher.suggest("b") is None  # one trial still out: wait for Tune to stop it
+        searcher.live.clear()
+        assert searcher.suggest("c") == Searcher.FINISHED
+    finally:
+        INTERRUPT.event.clear()
+
+
+@pytest.mark.parametrize("slots", [1, 2, 5])
+def test_the_cost_model_simulates_the_same_rule(tmp_path, slots):
+    """cost.simulate and the searcher start trials in the same order."""
+    from focus_tune.cost import simulate
+
+    searcher, state, handed = _searcher(tmp_path, slots=slots)
+    clock, running, order = 0.0, {}, []
+    n = 0
+    while True:
+        while (s := searcher.suggest(f"t{n}")) not in (None, Searcher.FINISHED):
+            running[f"t{n}"] = clock + (0.1 if s["job"].spec.source_trial else 1.0) + 1e-6 * n
+            order.append(s["job"].trial_id)
+            n += 1
+        if not running:
+            break
+        tid = min(running, key=running.get)
+        clock = running.pop(tid)
+        searcher.on_trial_complete(tid, _done(0.0))
+    plan = SearchPlan(GRID, length=10, seed=0, final_seeds=2)
+    assert clock == pytest.approx(simulate(plan, slots, lambda t: 0.1 if t.source_trial else 1.0), abs=1e-3)
