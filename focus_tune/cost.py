@@ -13,8 +13,8 @@ compares a finished search's wall time with its work bound, max(total trial time
 critical path). Two GPU-hour figures are given:
 
 * *busy*: what the trials use, sum of trial time x GPU fraction;
-* *billed*: what the cluster costs while the search runs, N GPUs x wall time (idle slots in a
-  batch's last wave and between batches are paid too; an autoscaler that releases idle
+* *billed*: what the cluster costs while the search runs, N GPUs x wall time (idle slots while
+  the procedure waits for a stage are paid too; an autoscaler that releases idle
   workers pays less).
 
 ``trial_minutes`` is the time of one training *at the chosen GPU fraction*: trials that share

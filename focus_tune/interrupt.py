@@ -21,7 +21,7 @@ class _Interrupt:
     """First SIGINT/SIGTERM: stop the trials at the next step of Ray Tune's loop (a Stopper
     polls ``event``), save the state, mark the MLflow runs KILLED, exit 130. Second: exit at
     once. Ray Tune's own SIGINT handler is switched off: it made ``fit()`` return as if the
-    batch had finished, and the driver went on with the next one."""
+    search had ended normally."""
 
     def __init__(self):
         self.event = threading.Event()

@@ -15,7 +15,7 @@ The ETA uses measured trial times, not the rate at which trials happened to fini
   their measured mean once one finished, else T / 10.
 * P, the parallelism: trial-seconds of work done in this session (finished trials plus
   the running ones so far) over the wall time since it began. It includes what the
-  cluster really gave: trials waiting for a core, gaps between batches.
+  cluster really gave: trials waiting for a core, slots idle while a stage waits.
 * ETA = (remaining trainings x T + remaining evaluations x E - the work the running
   trials have done) / P.
 """

@@ -348,8 +348,8 @@ def trial_results(storage: Path) -> dict[str, dict]:
     experiment state.
 
     Every result Tune records carries the reporting process's ``pid`` (and ``node_ip``, the
-    same for both nodes here); each batch's ``experiment_state-*.json`` holds, per trial, the
-    trial (its config names our trial id) and its run metadata (with its last result).
+    same for both nodes here); the search's ``experiment_state-*.json`` holds, per trial, the
+    trial (named with our trial id) and its run metadata (with its last result).
     """
     out: dict[str, dict] = {}
     for state_file in sorted(Path(storage).rglob("experiment_state-*.json")):
@@ -359,7 +359,7 @@ def trial_results(storage: Path) -> dict[str, dict]:
             last = metadata.get("last_result") or {}
             if isinstance(last, str):
                 last = json.loads(last)
-            tid = trial["config"]["trial_config"]["trial"]["trial_id"]
+            tid = trial["custom_trial_name"]  # the search names each Tune trial with its trial id
             if "pid" in last:
                 out[tid] = {"pid": int(last["pid"]), "node_id": last.get("node_id")}
     return out

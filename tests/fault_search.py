@@ -1,8 +1,9 @@
 """Test-only: the search CLI with injected faults, through the driver's ``trainable`` seam.
 
-``FOCUS_TUNE_TEST_FAULTS='{"<trial_id>": "nan" | "raise@<epoch>"}'``: "nan" makes that
-trial's loss non-finite (its head's bias turns NaN), "raise@N" makes it raise once at epoch
-N (not after a resume), to exercise retries from checkpoints. Run it like the CLI:
+``FOCUS_TUNE_TEST_FAULTS='{"<trial_id>": "nan" | "raise@<epoch>" | "slow"}'``: "nan" makes
+that trial's loss non-finite (its head's bias turns NaN), "raise@N" makes it raise once at
+epoch N (not after a resume), to exercise retries from checkpoints, and "slow" makes its
+first epoch take SLOW_S seconds longer (trials that must overlap, e.g. on two nodes). Run it like the CLI:
 ``python tests/fault_search.py --game facemed --profile smoke ...``.
 """
 
@@ -11,6 +12,7 @@ import os
 import sys
 
 FAULTS = json.loads(os.environ.get("FOCUS_TUNE_TEST_FAULTS", "{}"))
+SLOW_S = 15.0
 
 
 def inject(job, epoch, model, resumed):
@@ -22,6 +24,10 @@ def inject(job, epoch, model, resumed):
             model.head.bias.fill_(float("nan"))
     elif fault == f"raise@{epoch}" and not resumed:
         raise RuntimeError(f"injected fault in {job.trial_id} at epoch {epoch}")
+    elif fault == "slow" and epoch == 1:
+        import time
+
+        time.sleep(SLOW_S)
 
 
 def faulty_trial(config, data):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -262,10 +263,11 @@ def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, pro
                                storage=f"sqlite:///{(folder / 'optuna.db').resolve()}", study_name=f"joint-s{args.seed}")
 
     slots = ray_runtime.trial_slots(args)
-    if slots is None:  # an autoscaler sees the demand of every runnable trial, not one at a time
-        import os
-
-        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = "1000"
+    # Tune asks a custom searcher for one trial at a time until that trial leaves PENDING;
+    # the searcher itself keeps at most `slots` trials out, so Tune may hold that many
+    # pending: every free slot gets its trial (and its actor) at once. With an autoscaler
+    # (no slot limit) the whole runnable demand is visible to it.
+    os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(slots or 1000)
     searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, cfg.train.selection, optuna, handout)
     name = "search" if state.attempts == 1 else f"search-attempt{state.attempts}"
     tuner = tune.Tuner(
