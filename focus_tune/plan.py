@@ -89,6 +89,13 @@ class SearchPlan:
             raise ValueError(f"joint_budget {self.joint_budget} must be >= 1")
 
     # -- public API ---------------------------------------------------------------------
+    @property
+    def joint_trainings(self) -> int:
+        """Trainings the joint grid adds to the stages: lambda_all x the k2 > k1 (a candidate
+        with k2 <= k1 is the stage-k1 winner; k2 values past L that repeat a schedule are
+        not told apart here)."""
+        return len(self.grid.lambdas) * sum(k > self.grid.k1 for k in self.grid.k2)
+
     def next_batch(self, results: Results) -> Batch:
         """The trainings to run now, given results (trial id -> val ECE, None = failed)."""
         state = self._replay(results)

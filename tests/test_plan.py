@@ -410,6 +410,7 @@ def test_optuna_joint_stage_is_a_space_the_runner_searches():
     assert space.prefix == tuple(plan.winners(results)["stage3"].schedule.values[:3])
     assert (space.lambdas, space.k2) == (PAPER_GRID.lambdas, PAPER_GRID.k2)
     assert (space.budget, space.trained, space.remaining) == (16, 0, 16)  # no budget given: the grid's
+    assert plan.joint_trainings == 16
     # Already known: the four k2 = 1 candidates (the stage-3 winner).
     assert sorted(k2 for _, k2, _ in space.evaluated) == [1, 1, 1, 1]
     assert space.joint_trial(0.01, 1).trial_id == plan.winners(results)["stage3"].trained_as

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -161,7 +162,8 @@ def search(args, prep: Prepared, t_start: float, trainable=None) -> int:
             tracker.reopen()
         tracker.log_dataset(m, prep.data_path)
         plan = SearchPlan(cfg.grid, length=m.length, seed=args.seed, final_seeds=cfg.final_seeds,
-                          joint_search=args.joint_search, joint_budget=joint_budget(args, cfg))
+                          joint_search=args.joint_search)
+        plan = dataclasses.replace(plan, joint_budget=joint_budget(args, plan))
         progress = new_progress(plan, state)
         fit(args, prep, plan, state, tracker, progress, trainable)
         INTERRUPT.check()
@@ -202,7 +204,7 @@ def search(args, prep: Prepared, t_start: float, trainable=None) -> int:
     return 0
 
 
-def joint_budget(args, cfg: SearchConfig) -> int | None:
+def joint_budget(args, plan: SearchPlan) -> int | None:
     """Joint trainings of an Optuna joint stage: --joint-budget, or the default of optuna_joint."""
     if args.joint_search != "optuna":
         return None
@@ -210,18 +212,20 @@ def joint_budget(args, cfg: SearchConfig) -> int | None:
         return args.joint_budget
     from ..optuna_joint import default_budget
 
-    g = cfg.grid  # the joint grid's distinct trainings: candidates with k2 <= k1 are stage k1's winner
-    return default_budget(len(g.lambdas) * sum(k > g.k1 for k in g.k2))
+    return default_budget(plan.joint_trainings)
 
 
 def new_progress(plan: SearchPlan, state: SearchState) -> Progress:
     """The progress display, counting what an earlier driver of a resumed search finished."""
     from ..cost import stats
 
-    expected = stats(plan, plan.dry_run(state.results))  # the grid's count, an estimate with Optuna
+    expected = stats(plan, plan.dry_run(state.results))  # as if the joint stage were the grid
+    trainings = expected.trainings
+    if plan.joint_budget is not None:  # Optuna trains `joint_budget` of the joint grid's candidates
+        trainings -= max(0, plan.joint_trainings - plan.joint_budget)
     evaluations = {t.trial_id for t in plan.all_trials(state.results) if t.source_trial}
     done_evaluations = sum(tid in evaluations for tid in state.results)
-    return Progress(expected.trainings, expected.evaluations, done_trainings=len(state.results) - done_evaluations,
+    return Progress(trainings, expected.evaluations, done_trainings=len(state.results) - done_evaluations,
                     done_evaluations=done_evaluations)
 
 
