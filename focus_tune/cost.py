@@ -209,7 +209,7 @@ def describe_batches(batches: list[Batch], cpus_per_trial: float | None, gpus_pe
     res = cpu + (f" + {_fmt_num(gpus_per_trial)} GPU" if gpus_per_trial else "")
     lines = []
     for n, b in enumerate(batches, start=1):
-        counts = Counter(f"final {t.family}" if t.stage == "final" else t.stage for t in b.trials)
+        counts = Counter(t.label for t in b.trials)
         what = ", ".join(f"{name} x{c}" for name, c in counts.items())
         evals = len(b.trials) - b.trainings
         lines.append(f"round {n}: {what} | {len(b.trials)} trials, {b.trainings} trainings"

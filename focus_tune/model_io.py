@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from dataclasses import MISSING, asdict, fields, is_dataclass
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -90,14 +90,9 @@ def save_model(folder: str | os.PathLike, model, train: TrainConfig, data: DataI
         np.savez(handle, **arrays)
         handle.flush()
         os.fsync(handle.fileno())
-    meta = {"format": FORMAT, "train": _plain(train), "data": _plain(data), **(extra or {})}
+    meta = {"format": FORMAT, "train": asdict(train), "data": asdict(data), **(extra or {})}
     write_atomic(folder / CONFIG, json.dumps(meta, indent=1))
     return folder
-
-
-def _plain(config) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()} if is_dataclass(config) \
-        else dict(config)
 
 
 def read_config(folder: str | os.PathLike) -> tuple[TrainConfig, DataInfo, dict]:

@@ -119,9 +119,12 @@ class Progress:
         return self.mode == "bar"
 
     # -- events from the driver -----------------------------------------------------------------
-    def handed_out(self, tid: str, stage: str) -> None:
-        """The searcher gave trial ``tid`` (of ``stage``) a slot: a line, and the bar's stages."""
+    def handed_out(self, tid: str, stage: str, evaluation: bool = False) -> None:
+        """The searcher gave trial ``tid`` (of ``stage``; ``evaluation``: it only evaluates a
+        checkpoint) a slot: a line, and the bar's stages."""
         self.stage_of[tid] = stage
+        if evaluation:
+            self.evaluation_ids.add(tid)
         self.queued[tid] = stage
         self._update_current()
         self.line(f"  [{stage}] {tid}: {'evaluating' if tid in self.evaluation_ids else 'training'}")

@@ -8,7 +8,6 @@ the keys used everywhere else (Tune results, MLflow, reports): ``marginal/ece``,
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import dataclass

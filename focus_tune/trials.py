@@ -55,6 +55,11 @@ class TrialSpec:
     params: dict[str, float | int | str] = field(hash=False)
     source_trial: str | None = None
 
+    @property
+    def label(self) -> str:
+        """What a person reads for its stage: ``stage2``, ``joint``, ``final none``."""
+        return f"final {self.family}" if self.stage == "final" else self.stage
+
 
 @dataclass(frozen=True)
 class StageWinner:

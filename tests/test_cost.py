@@ -2,7 +2,6 @@
 efficiency, against hand-computed values."""
 
 import json
-import math
 
 import pytest
 

@@ -252,11 +252,7 @@ def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, pro
                         resume_from=state.checkpoints.get(spec.trial_id), threads=max(1, int(cpus)))
 
     def handout(job: TrialJob) -> None:
-        stage = job.spec.stage if job.spec.stage != "final" else f"final {job.spec.family}"
-        progress.stage_of[job.trial_id] = stage
-        if not job.trains:
-            progress.evaluation_ids.add(job.trial_id)
-        progress.handed_out(job.trial_id, stage)
+        progress.handed_out(job.trial_id, job.spec.label, evaluation=not job.trains)
 
     optuna = None
     if args.joint_search == "optuna":

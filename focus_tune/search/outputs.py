@@ -61,14 +61,14 @@ def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winner
                        params={"chosen_schedule": schedules["time-dependent"]})
     for stage, winner in winners.items():
         tracker.tag_winner(winner.trained_as, stage)
-    log_final_models(plan, state, cfg, DataInfo.of(m), tracker, folder, m, finals)
+    log_final_models(plan, state, cfg, DataInfo.of(m), tracker, folder, m, report.summary)
     return report
 
 
-def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Path, manifest, finals) -> None:
+def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Path, manifest, summary) -> None:
     """Each family's final model of the search seed, without pickle (``model_io``: numpy
     weights + JSON), in ``<run>/models/<family>`` and as a logged model of the parent run
-    with the family's mean test metrics (``<family>/test/...``, the report summary's keys:
+    with the family's mean test metrics from the report's ``summary`` (``<family>/test/...``:
     the parent run holds every family's, so the keys name the family). Its model.json also records what
     ``focus_tune.predict`` needs to use it without the dataset: the class names, the
     sequence length and the image shape."""
@@ -76,7 +76,6 @@ def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Pat
     from ray import tune
 
     from ..model_io import build_model, save_model
-    from ..report import aggregate
     from ..trainable import load_checkpoint
 
     sources = {t.trial_id: t.source_trial for t in plan.all_trials(state.results)}
@@ -92,7 +91,6 @@ def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Pat
                            extra={"family": family, "trial_id": trained, "game": manifest.game,
                                   "class_names": list(manifest.class_names), "length": manifest.length,
                                   "image_shape": list(manifest.image_shape)})
-        rows = finals.get(family, [])
-        keys = {k for row in rows for k, v in row.items() if k.startswith("test/") and isinstance(v, (int, float))}
-        metrics = {f"{family}/{k}": aggregate(row.get(k) for row in rows)[0] for k in sorted(keys)}
+        metrics = {k: v for k, v in summary.items()
+                   if k.startswith(f"{family}/test/") and not k.endswith("/welch_p_vs_none")}
         tracker.log_model(saved, name=f"model-{family}", metrics=metrics)

@@ -43,18 +43,25 @@ def start_ray(args) -> None:
              configure_logging=True, logging_level="ERROR")
 
 
-def _nodes() -> list[dict]:
+def _node_slots(args) -> tuple[list[dict], list[int]]:
+    """The alive nodes, and how many trials of --cpus-per-trial / --gpus-per-trial each holds
+    (``cost.Resources.slots``, the rule the dry run uses)."""
     import ray
 
-    return [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    from ..cost import Resources
+
+    cpus, gpus = args.cpus_per_trial or 1.0, args.gpus_per_trial
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    return nodes, [Resources(cpus, gpus, cluster_gpus=n.get("GPU", 0), cluster_cpus=n.get("CPU", 0)).slots
+                   for n in nodes]
 
 
 def check_resources(args) -> None:
     """Fail fast when no node can ever hold one trial, naming what the cluster has."""
-    cpus, gpus = args.cpus_per_trial or 1.0, args.gpus_per_trial
-    nodes = _nodes()
-    if any(n.get("CPU", 0) >= cpus and n.get("GPU", 0) >= gpus for n in nodes) or args.wait_for_resources:
+    nodes, fits = _node_slots(args)
+    if any(fits) or args.wait_for_resources:
         return
+    cpus, gpus = args.cpus_per_trial or 1.0, args.gpus_per_trial
     have = "; ".join(f"{n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU" for n in nodes) or "no node"
     lacking = "GPU" if gpus > max((n.get("GPU", 0) for n in nodes), default=0) else "CPU"
     raise SearchError(
@@ -69,14 +76,7 @@ def trial_slots(args) -> int | None:
     so that the autoscaler sees the whole demand."""
     if args.wait_for_resources:
         return None
-    cpus, gpus = args.cpus_per_trial or 1.0, args.gpus_per_trial
-    slots = 0
-    for n in _nodes():
-        fit = int(n.get("CPU", 0) // cpus + 1e-9)
-        if gpus > 0:
-            fit = min(fit, int(n.get("GPU", 0) // gpus + 1e-9))
-        slots += fit
-    slots = max(1, slots)
+    slots = max(1, sum(_node_slots(args)[1]))
     return min(slots, args.max_concurrent) if args.max_concurrent else slots
 
 

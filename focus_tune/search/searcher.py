@@ -47,42 +47,39 @@ class PlanSearcher(Searcher):
 
     # -- handing out ----------------------------------------------------------------------
     def suggest(self, trial_id: str):
+        # FINISHED only once nothing is out: Tune then ends the experiment.
+        end = Searcher.FINISHED if not self.live else None
         if self.error is not None or INTERRUPT.event.is_set():
-            return Searcher.FINISHED if not self.live else None
+            return end
         if self.slots is not None and len(self.live) >= self.slots:
             return None
-        spec = self._next()
+        try:
+            batch = self.plan.next_batch(self.state.results)
+        except StageFailed as err:
+            self.error = err
+            return end
+        if not batch:  # every trial of the search has a result
+            return end
+        spec = self._most_urgent(batch)
         if spec is None:
-            return Searcher.FINISHED if not self.live and self._done() else None
+            return None  # everything runnable is out: wait for a result
         job = self.make_job(spec)
         self.live[trial_id] = job
         self.state.slots = max(self.state.slots, len(self.live))
         self.on_handout(job)
         return {"job": job}
 
-    def _next(self) -> TrialSpec | None:
-        """The most urgent runnable trial that is not running, or None."""
-        try:
-            batch = self.plan.next_batch(self.state.results)
-        except StageFailed as err:
-            self.error = err
-            return None
-        running = {job.trial_id for job in self.live.values()}
-        free = sorted((t for t in batch.trials if t.trial_id not in running), key=priority)
-        if batch.joint_space is not None and (not free or priority(free[0]) > (0,)):
+    def _most_urgent(self, batch) -> TrialSpec | None:
+        """The most urgent runnable trial that is not out yet (an Optuna joint stage first:
+        it is the critical path), or None."""
+        if batch.joint_space is not None:
             if self.optuna is None:
                 self.optuna = self.optuna_factory(batch.joint_space)
             spec = self.optuna.ask()
             if spec is not None:
                 return spec
-        return free[0] if free else None
-
-    def _done(self) -> bool:
-        try:
-            return not self.plan.next_batch(self.state.results)
-        except StageFailed as err:
-            self.error = err
-            return True
+        running = {job.trial_id for job in self.live.values()}
+        return min((t for t in batch.trials if t.trial_id not in running), key=priority, default=None)
 
     # -- results ----------------------------------------------------------------------------
     def on_trial_result(self, trial_id: str, result: dict) -> None:

@@ -21,10 +21,8 @@ def fetch_model(uri: str, tracking: str | None = None) -> tuple[Path, dict[str, 
     the run that logged it ({} when unknown). Raises :class:`ModelNotFound` with a
     readable message when the store, the run or the model does not exist; a missing
     SQLite store is not created."""
-    from mlflow.artifacts import download_artifacts
     from mlflow.exceptions import MlflowException
 
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     store = tracking_uri(tracking)
     db = _sqlite_file(store)
     if db is not None and not db.is_file():
@@ -49,7 +47,7 @@ def fetch_model(uri: str, tracking: str | None = None) -> tuple[Path, dict[str, 
                 run_id = _get(lambda: get(name, version), None, f"no registered model {ref!r} in {store}").run_id
             else:
                 run_id = _get(client.get_logged_model, ref, f"no logged model {ref!r} in {store}").source_run_id
-        folder = Path(download_artifacts(uri))
+        folder = download_model(uri)
     except MlflowException as err:
         raise ModelNotFound(f"{uri}: {' '.join(str(err.message).split())[:300]}") from None
     params = dict(client.get_run(run_id).data.params) if run_id else {}
