@@ -22,7 +22,10 @@ reads (``focus_tune/gpu_rates.json``).
     python benchmarks/gpu_check.py --dry              # on a CPU, tiny sizes: checks it runs
 
 ``--dry`` runs every section with tiny sizes on the CPU (the Ray Tune section without GPUs,
-the search as ``--dry-run``) so the script cannot rot; its numbers mean nothing.
+the search as ``--dry-run``) so the script cannot rot; its numbers mean nothing. Where bf16
+autocast of the model does not run on the device (a CPU without bf16 kernels: oneDNN has no
+bf16 LSTM there), every section skips bf16 and says why, in the output and in the JSON
+(``skipped``); the rates are then fp32's.
 """
 
 from __future__ import annotations
@@ -103,12 +106,29 @@ def _model(case: Case, device: torch.device, dry: bool) -> Simulator:
     return model
 
 
+def bf16_unsupported(device: torch.device) -> str | None:
+    """Why bf16 autocast cannot train the model on ``device``, or None where it can: one
+    training step (forward and backward) of the real model at the dry sizes. On a CPU without
+    AVX-512, for one, oneDNN has no bf16 LSTM primitive."""
+    case = DRY_CASES[0]
+    model = _model(case, device, dry=True)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+    lambdas = LambdaSchedule.staged([0.01], 0.005, min(21, case.length), case.length).tensor()
+    try:
+        train_one_epoch(model, opt, _random_split(8, case, device), lambdas, 8, torch.Generator().manual_seed(0),
+                        autocast=True)
+    except RuntimeError as err:
+        return f"bf16 autocast of the model fails on {device.type}: {str(err).splitlines()[0]}"
+    return None
+
+
 # -- 1. training throughput ---------------------------------------------------------------
 
-def train_throughput(cases: list[Case], device: torch.device, batch: int, batches: int, dry: bool) -> list[dict]:
+def train_throughput(cases: list[Case], device: torch.device, batch: int, batches: int, dry: bool,
+                     precisions=("fp32", "bf16")) -> list[dict]:
     rows = []
     for case in cases:
-        for precision in ("fp32", "bf16"):
+        for precision in precisions:
             model = _model(case, device, dry)
             opt = torch.optim.Adam(model.parameters(), lr=1e-5)
             lambdas = LambdaSchedule.staged([0.01, 0.005, 0.005], 0.005, min(21, case.length), case.length).tensor()
@@ -299,6 +319,12 @@ def smoke_search(workdir: Path, dry: bool) -> dict:
 
 # -- what the numbers mean for the paper profile --------------------------------------------
 
+def rates_precision(report: dict) -> str:
+    """The precision of the rates: the trainable's default, or fp32 where that was skipped."""
+    precision = _default_precision()
+    return "fp32" if precision in report.get("skipped", {}) else precision
+
+
 def rates(report: dict, precision: str) -> dict:
     """The rates the dry run needs, for one training precision: samples/s of one trial alone
     on the GPU per case (section 1), the per-trial slow-down at each GPU fraction (section 3,
@@ -332,7 +358,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.from_json is not None:
         report = json.loads(args.from_json.read_text())
-        report["rates"] = rates(report, _default_precision())
+        report["rates"] = rates(report, rates_precision(report))
         _write(args.out, "gpu_rates.json", report["rates"])
         print(f"rates of {report['device']} ({report['rates']['precision']}) from {args.from_json}")
         paper_cost(report["rates"], report["dry"])
@@ -359,6 +385,13 @@ def main() -> int:
                     "errors": {}}
     t_start = time.perf_counter()
     cases = DRY_CASES if dry else PAPER_CASES
+    if sections & {"train", "tune"} and (why := bf16_unsupported(device)):
+        report["skipped"] = {"bf16": why}
+        print(f"bf16 skipped in every section: {why}", flush=True)
+
+    def usable(*precisions: str) -> tuple[str, ...]:
+        return tuple(p for p in precisions if p not in report.get("skipped", {}))
+
     hero = cases[0]
 
     def section(key: str, title: str, fn) -> None:
@@ -376,7 +409,8 @@ def main() -> int:
         _write(args.out, "gpu_check.json", report)
 
     section("train", "1. training, batch 256, ResNet-18 -> LSTM(256), channels_last",
-            lambda: train_throughput(cases, device, batch=8 if dry else 256, batches=2 if dry else 24, dry=dry))
+            lambda: train_throughput(cases, device, batch=8 if dry else 256, batches=2 if dry else 24, dry=dry,
+                                     precisions=usable("fp32", "bf16")))
     section("mc", "2. Monte Carlo validation (evaluate, M = 100)",
             lambda: mc_validation(hero, device, items=16 if dry else get_spec("hero", "paper").val, probe=8 if dry else 1024,
                                   budget_s=args.mc_budget_s, dry=dry))
@@ -384,9 +418,10 @@ def main() -> int:
         section("tune", "3. trials sharing the GPU through Ray Tune (the real trainable)",
                 lambda: _with_local_ray(dry, lambda: tune_sharing(
                     hero, [1, 2] if dry else [1, 2, 4, 8], items=16 if dry else 8192, epochs=2 if dry else 3,
-                    gpus=not dry, dry=dry, storage=Path(tmp))))
+                    gpus=not dry, dry=dry, storage=Path(tmp),
+                    precisions=usable("bf16", "fp32"))))
         if all(k in report for k in ("train", "mc", "tune")):
-            report["rates"] = rates(report, _default_precision())
+            report["rates"] = rates(report, rates_precision(report))
             _write(args.out, "gpu_rates.json", report["rates"])
             sections.add("paper")
             section("paper", "4. the paper H.E.R.O. profile from these rates",
@@ -395,6 +430,7 @@ def main() -> int:
     report["total_s"] = time.perf_counter() - t_start
     _write(args.out, "gpu_check.json", report)
     print(f"gpu_check done in {report['total_s']:.0f} s on {name}"
+          + (f"; skipped: {', '.join(report['skipped'])}" if report.get("skipped") else "")
           + (f"; FAILED sections: {', '.join(report['errors'])}" if report["errors"] else ""))
     return 1 if report["errors"] else 0
 
