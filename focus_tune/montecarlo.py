@@ -104,3 +104,20 @@ def interval(times, alpha: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
     t = np.asarray(times, dtype=np.float64)
     lo, hi = np.quantile(t, [(1 - alpha) / 2, (1 + alpha) / 2], axis=1)
     return lo, hi
+
+
+def time_pmf(times, L: int) -> np.ndarray:
+    """P(T = t) for t = 1..L: the fraction of the M sampled times equal to t, per item.
+
+    times [N, M] integers in 1..L (:func:`time_to_event`) -> [N, L] float64, rows sum to 1
+    (the input of :func:`focus_tune.metrics.crps`). One bincount over a flat (item, t)
+    index, no loop over items.
+    """
+    t = np.asarray(times)
+    if t.ndim != 2:
+        raise ValueError(f"times must be [N, M], got shape {t.shape}")
+    if t.size and ((t != np.round(t)).any() or t.min() < 1 or t.max() > L):
+        raise ValueError(f"times must be integers in [1, {L}]")
+    N, M = t.shape
+    flat = (np.arange(N)[:, None] * L + (t.astype(np.int64) - 1)).ravel()
+    return np.bincount(flat, minlength=N * L).reshape(N, L) / M

@@ -72,18 +72,73 @@ def naive_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> float:
     return float(np.mean(gaps))
 
 
+def naive_ece_debiased(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> float:
+    """Debiased squared ECE, one bin at a time, with the bins of :func:`naive_ece`."""
+    conf = probs.max(axis=1)
+    correct = (probs.argmax(axis=1) == labels).astype(np.float64)
+    edges = np.quantile(conf, np.arange(1, n_bins) / n_bins)
+    bins = np.searchsorted(edges, conf, side="left")
+    values = []
+    for b in range(n_bins):
+        c, y = conf[bins == b], correct[bins == b]
+        n = len(c)
+        if n == 0:
+            continue
+        acc, m = y.mean(), c.mean()
+        var_acc = (acc * (1 - acc) - c.var()) / (n - 1) if n > 1 else m * (1 - m)
+        values.append((acc - m) ** 2 - var_acc)
+    return float(np.mean(values))
+
+
+def naive_overconfidence(probs: np.ndarray, labels: np.ndarray) -> float:
+    """Mean over items of (top-class confidence - 1[top class is right]), item by item."""
+    total = 0.0
+    for p, y in zip(probs, labels):
+        total += max(p) - float(int(np.argmax(p)) == int(y))
+    return total / len(probs)
+
+
+def naive_interval_score(lo, hi, true_times, alpha: float = 0.9) -> float:
+    """Mean interval score (Gneiting & Raftery 2007, eq. 43) / mean T, item by item."""
+    scores = []
+    for l, u, t in zip(lo, hi, true_times):
+        s = u - l
+        if t < l:
+            s += 2 / (1 - alpha) * (l - t)
+        elif t > u:
+            s += 2 / (1 - alpha) * (t - u)
+        scores.append(s)
+    return float(np.mean(scores) / np.mean(true_times))
+
+
+def naive_crps(times: np.ndarray, true_times: np.ndarray) -> float:
+    """CRPS of the sampled times [N, M] as E|X - T| - E|X - X'| / 2 over the samples, / mean T.
+
+    X, X' range over all M x M pairs (a sample with itself included): the CRPS of the
+    samples' empirical distribution, which is what :func:`focus_tune.metrics.crps` scores
+    after :func:`focus_tune.montecarlo.time_pmf`.
+    """
+    per_item = []
+    for x, t in zip(np.asarray(times, dtype=np.float64), np.asarray(true_times, dtype=np.float64)):
+        per_item.append(np.abs(x - t).mean() - np.abs(x[:, None] - x[None, :]).mean() / 2)
+    return float(np.mean(per_item) / np.mean(true_times))
+
+
 def naive_sequence_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10, ce_eps: float = 1e-3) -> dict:
     """Entry by entry, class by class, with scikit-learn where it has the metric."""
     N, L, c = probs.shape
-    per = {k: np.full(L, np.nan) for k in ("ece", "auc", "brier", "ce")}
+    per = {k: np.full(L, np.nan) for k in ("ece", "ece_debiased", "overconfidence", "auc", "brier", "ce")}
     for i in range(L):
         p, y = probs[:, i], labels[:, i]
         per["ece"][i] = naive_ece(p, y, n_bins)
+        per["ece_debiased"][i] = naive_ece_debiased(p, y, n_bins)
+        per["overconfidence"][i] = naive_overconfidence(p, y)
         aucs = [roc_auc_score(y == a, p[:, a]) for a in range(c) if 0 < (y == a).sum() < N]
         per["auc"][i] = np.mean(aucs) if aucs else np.nan
         per["brier"][i] = np.sum([brier_score_loss(y == a, p[:, a]) for a in range(c)])  # summed over classes
         per["ce"][i] = -np.mean(np.log(np.maximum(p[np.arange(N), y], ce_eps)))
     return {
         "ece": per["ece"].mean(), "auc": np.nanmean(per["auc"]), "brier": per["brier"].mean(),
-        "ce": per["ce"].mean(), "per_entry": per,
+        "ce": per["ce"].mean(), "ece_debiased": per["ece_debiased"].mean(),
+        "overconfidence": per["overconfidence"].mean(), "per_entry": per,
     }
