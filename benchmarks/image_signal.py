@@ -19,15 +19,15 @@ import dataclasses
 import numpy as np
 
 from focus_tune import metrics
-from focus_tune.baselines import image_blind_estimates
+from focus_tune.baselines import ImageBlind
 from focus_tune.data import ensure_dataset, load_dataset
 from focus_tune.data.profiles import FACEMED
 
 
 def image_blind(train_sequences: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
-    """The report's image-blind marginals (per-entry training frequencies) for every item: [N, L, c]."""
+    """The image-blind row's limit without sampling (per-entry training frequencies) for every item: [N, L, c]."""
     n, L, c = shape
-    return image_blind_estimates(train_sequences, n, c, event=c - 1, alpha=0.9).probs
+    return ImageBlind(train_sequences, n, c).marginals()
 
 
 def score(probs: np.ndarray, labels: np.ndarray) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from focus_tune import metrics
-from focus_tune.baselines import image_blind_estimates
+from focus_tune.baselines import ImageBlind
 from focus_tune.config import load_search_config, space_path
 from focus_tune.data import load_dataset
 from focus_tune.data.profiles import FACEMED, get_spec
@@ -69,7 +69,7 @@ def run_config(args, game: str, size: int, width: int, schedule: str, seed: int,
     train = Split.from_arrays(ds.train, items=size)  # the first `size` items: same val/test for every size
     test = Split.from_arrays(ds.test, items=args.test_items)
     labels = test.sequences.numpy()
-    blind_probs = image_blind_estimates(ds.train.sequences[:size], len(test), m.num_classes, m.event_class, cfg.alpha).probs
+    blind_probs = ImageBlind(ds.train.sequences[:size], len(test), m.num_classes).marginals()
     blind = metrics.sequence_metrics(blind_probs, labels, cfg.ece_bins)
     exact = metrics.sequence_metrics(test.exact_marginals, labels, cfg.ece_bins)
     gen = seed_everything(seed)

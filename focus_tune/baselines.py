@@ -1,38 +1,47 @@
-"""Baselines beside the regularized families: image-blind, oracle and temperature-scaled.
+"""Baselines beside the regularized families, each scored like the models.
 
-Pure functions (numpy, torch, the data generators' own samplers; no Ray, no MLflow). Each
-baseline produces :class:`~focus_tune.train.Estimates` that :func:`~focus_tune.train.score`
-turns into the same metrics, under the same keys, as the trained families:
+Pure functions (numpy, torch, the data generators' own samplers; no Ray, no MLflow). Every
+sampled baseline draws M sequences per test item and goes through the models' own Monte
+Carlo estimator (:func:`~focus_tune.train.estimates_from_samples`) and metrics
+(:func:`~focus_tune.train.score`), with the same M, the same bins and the same keys, so a
+baseline's numbers carry the same Monte Carlo noise as a model's:
 
-* ``image-blind``: ignores the image. Every item gets the per-entry class frequencies of the
-  training sequences; conditional on Y_1 = b, the frequencies among the training sequences
-  whose first entry is b; its interval is the quantile pair of the pooled training
-  time-to-event distribution and its point estimate that distribution's mean. Needs only
-  sequences, so it works on any data, imported Atari-HEAD and UTKFace included.
-* ``oracle``: M sequences per test item sampled from the *true* process (the player model's
-  chain of a built Atari dataset, the FaceMed chain given the subject's age), pushed through
-  the Monte Carlo estimators of the models. It scores what a perfect simulator scores with
-  the same M, one row per final seed.
-* ``temperature-scaled``: the unregularized final model with one temperature T_i per entry,
-  fitted on the validation split by minimising the teacher-forced NLL of entry i alone (no
-  retraining); :func:`fit_temperatures` here, the sampling in the trainable.
+* ``image-blind``: ignores the image. Each of the M sequences of an item is a training
+  sequence drawn uniformly at random (with replacement), and conditional on Y_1 = b one
+  drawn among the training sequences that start with b: the empirical distribution of the
+  training set. Needs only sequences, so it works on any data, imported ones included.
+* ``oracle``: M sequences per test item from the *true* process (the player model's chain
+  of a built Atari dataset, the FaceMed chain given the subject's true age): what a perfect
+  simulator of the data scores with this M. On the Atari data the player's chain is a
+  function of the frame, so the oracle is also the best image-only simulator.
+* ``image-Bayes`` (procedural FaceMed): the best an image-only simulator can do. A face
+  shows the age only through its apparent age, so each sample draws an age from the
+  posterior given the apparent age (:func:`focus_tune.data.facemed.age_posterior`), then a
+  chain from that age. This, not the oracle, is the target of a simulator on FaceMed.
+* ``exact``: the true marginals and time-to-event distribution, no sampling: the
+  calibrated reference (its ECE is the floor that finite test data put under any predictor).
+* ``temperature-scaled``: the unregularized final model with fitted temperatures (no
+  retraining); fitted and sampled in the trainable.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Protocol, Sequence
 
 import numpy as np
 import torch
 
 from . import montecarlo
-from .train import Estimates, condition_items, estimates_from_samples, score, test_result
+from .train import Estimates, condition_items, estimates_from_marginals, estimates_from_samples, score, test_result
 
 IMAGE_BLIND = "image-blind"
 ORACLE = "oracle"
+IMAGE_BAYES = "image-Bayes"
+EXACT = "exact"
 TEMPERATURE_SCALED = "temperature-scaled"
-BASELINES = (TEMPERATURE_SCALED, IMAGE_BLIND, ORACLE)
+BASELINES = (TEMPERATURE_SCALED, IMAGE_BLIND, IMAGE_BAYES, ORACLE, EXACT)
 TS_PREFIX = f"test/{TEMPERATURE_SCALED}/"  # keys of the temperature-scaled metrics in a 'none' final's result
 TEMPERATURE_BOUNDS = (0.05, 20.0)
 
@@ -93,32 +102,126 @@ def split_temperature_scaled(rows: Sequence[dict]) -> tuple[list[dict], list[dic
     return own, scaled
 
 
-# ----------------------------------------------------------------------------- image-blind
+# ----------------------------------------------------------------------------- predictors
 
 
-def image_blind_estimates(train_sequences, num_items: int, num_classes: int, event: int, alpha: float,
-                          condition_class: int | None = None, test_labels=None) -> Estimates:
-    """The image-blind predictor's estimates for ``num_items`` test items.
+class Predictor(Protocol):
+    """What a sampled baseline is: M sequences per item, optionally with Y_1 forced."""
 
-    train_sequences [N_train, L]; test_labels [N, L] pick the conditional items (their
-    true Y_1 is the condition). Frequencies, not Monte Carlo samples: every item gets the
-    same P(Y_i = a) = mean over training sequences of 1[y_i = a].
-    """
-    seqs = np.asarray(train_sequences, dtype=np.int64)
-    n_train, L = seqs.shape
-    freq = montecarlo.marginal_probs(seqs[None], num_classes)[0]  # (L, c)
-    times = montecarlo.time_to_event(seqs[None], event)  # (1, N_train): the pooled distribution
-    lo, hi = montecarlo.interval(times, alpha)
-    cond = None
-    keep = None if test_labels is None else condition_items(np.asarray(test_labels), condition_class)
-    if keep is not None:
-        given = seqs[seqs[:, 0] == condition_class]
-        if len(given):
-            cfreq = montecarlo.marginal_probs(given[None], num_classes)[0, 1:]  # (L-1, c)
-            cond = np.repeat(cfreq[None], len(keep), axis=0)
-    ones = np.ones(num_items)
-    return Estimates(np.repeat(freq[None], num_items, axis=0), lo[0] * ones, hi[0] * ones,
-                     times.mean() * ones, cond)
+    def sample(self, num_samples: int, rng: np.random.Generator, first: int | None = None,
+               items: np.ndarray | None = None) -> np.ndarray:
+        """[N, M, L] int64 (``items``: only those rows of the test items)."""
+
+
+@dataclass
+class ImageBlind:
+    """The training set's empirical sequence distribution, the same for every item."""
+
+    train_sequences: np.ndarray  # [N_train, L]
+    num_items: int
+    num_classes: int
+
+    def sample(self, num_samples, rng, first=None, items=None):
+        seqs = np.asarray(self.train_sequences, dtype=np.int64)
+        if first is not None:
+            seqs = seqs[seqs[:, 0] == first]
+            if not len(seqs):
+                raise ValueError(f"no training sequence starts with class {first}")
+        n = self.num_items if items is None else len(items)
+        return seqs[rng.integers(0, len(seqs), (n, num_samples))]  # (n, M, L)
+
+    def marginals(self) -> np.ndarray:
+        """The distribution's own per-entry class frequencies, the same for every item: [N, L, c]
+        (what the sampled estimate converges to; for analyses that want no sampling noise)."""
+        seqs = np.asarray(self.train_sequences, dtype=np.int64)
+        freq = montecarlo.marginal_probs(seqs[None], self.num_classes)[0]  # (L, c)
+        return np.broadcast_to(freq, (self.num_items, *freq.shape))
+
+
+@dataclass
+class TrueProcess:
+    """The data's own generator per test item: the player's chain of each frame or the
+    FaceMed chain from each subject's true age (:func:`has_oracle` says where it is known)."""
+
+    manifest: object
+    images: np.ndarray
+    extras: dict
+
+    def sample(self, num_samples, rng, first=None, items=None):
+        idx = np.arange(len(self.images)) if items is None else np.asarray(items)
+        return oracle_samples(self.manifest, self.images[idx], {k: v[idx] for k, v in self.extras.items()},
+                              num_samples, rng, first=first)
+
+    def marginals(self, first: int | None = None, items: np.ndarray | None = None) -> np.ndarray:
+        """The exact P(Y_i = a | x) [n, L, c], or given Y_1 = first (entry 1 then certain)."""
+        idx = np.arange(len(self.images)) if items is None else np.asarray(items)
+        m, L = self.manifest, self.manifest.length
+        if m.game == "facemed":
+            from .data import facemed
+
+            ages = np.asarray(self.extras["age"], dtype=np.float64)[idx]
+            if first is None:
+                return facemed.exact_marginals_batch(ages, L)
+            _check_facemed_condition(first)
+            rest = facemed.exact_marginals_batch(ages + 1, L - 1)  # the chain started healthy a year later
+            return np.concatenate([np.broadcast_to(np.eye(3)[first], (len(ages), 1, 3)), rest], axis=1)
+        from .data import ale
+
+        return ale.exact_marginals(_player_params(m, self.images[idx], first))
+
+
+@dataclass
+class ImageBayes:
+    """FaceMed's best image-only predictor: the chain from an age drawn from its posterior
+    given the face's apparent age (procedural faces store it as ``apparent_age``)."""
+
+    looks: np.ndarray  # [N] apparent ages
+    length: int
+
+    def posterior(self, first: int | None, idx: np.ndarray) -> np.ndarray:
+        from .data import facemed
+
+        post = facemed.age_posterior(self.looks[idx])  # (n, A)
+        if first is not None:  # seeing Y_1 = healthy also tells something of the age
+            _check_facemed_condition(first)
+            post = post * facemed.healthy_at_first(np.arange(post.shape[1]))[None, :]
+            post /= post.sum(axis=1, keepdims=True)
+        return post
+
+    def sample(self, num_samples, rng, first=None, items=None):
+        from .data import facemed
+
+        idx = np.arange(len(self.looks)) if items is None else np.asarray(items)
+        cdf = np.cumsum(self.posterior(first, idx), axis=1)  # (n, A)
+        u = rng.random((len(idx), num_samples))
+        ages = np.minimum((u[..., None] >= cdf[:, None, :]).sum(axis=2), cdf.shape[1] - 1).ravel()  # (n*M,)
+        if first is None:
+            seqs = facemed.sample_sequences(ages, self.length, rng)
+        else:
+            rest = facemed.sample_sequences(ages + 1.0, self.length - 1, rng)
+            seqs = np.concatenate([np.full((len(ages), 1), first), rest], axis=1)
+        return seqs.reshape(len(idx), num_samples, self.length)
+
+
+def _check_facemed_condition(first: int) -> None:
+    from .data import facemed
+
+    if first != facemed.HEALTHY:
+        raise ValueError(f"the FaceMed chain conditions on Y_1 = healthy only, not class {first}")
+
+
+def _player_params(manifest, images, first: int | None):
+    """The player's chain of each frame, with Y_1 = first forced (a sure first action, no END at entry 1)."""
+    from .data import ale
+
+    params = ale.params_from_manifest(np.asarray(images), manifest)
+    if first is None:
+        return params
+    if not 0 <= first < ale.END:
+        raise ValueError(f"the player oracle conditions on an action in [0, {ale.END}), not class {first}")
+    hazard = params.hazard.copy()
+    hazard[:, 0] = 0.0  # Y_1 is the action, not END
+    return dataclasses.replace(params, first=np.eye(ale.END)[np.full(len(hazard), first)], hazard=hazard)
 
 
 # ----------------------------------------------------------------------------- oracle
@@ -129,6 +232,11 @@ def has_oracle(manifest, split) -> bool:
     if manifest.game == "facemed":
         return "age" in split.extras
     return "player_model" in manifest.details
+
+
+def has_image_bayes(manifest, split) -> bool:
+    """Whether the best image-only predictor is known: procedural FaceMed, which stores each face's apparent age."""
+    return manifest.game == "facemed" and "apparent_age" in split.extras
 
 
 def oracle_samples(manifest, images, extras: dict, num_samples: int, rng: np.random.Generator,
@@ -158,74 +266,95 @@ def _oracle_chunk(manifest, images, extras, M, rng, first):
         ages = np.repeat(np.asarray(extras["age"], dtype=np.float64), M)
         if first is None:
             return facemed.sample_sequences(ages, L, rng)
-        if first != facemed.HEALTHY:
-            raise ValueError(f"the FaceMed oracle conditions on Y_1 = healthy only, not class {first}")
+        _check_facemed_condition(first)
         rest = facemed.sample_sequences(ages + 1, L - 1, rng)
         return np.concatenate([np.full((len(ages), 1), facemed.HEALTHY), rest], axis=1)
     from .data import ale
 
-    params = ale.params_from_manifest(np.asarray(images), manifest)
-    params = params.take(np.repeat(np.arange(len(images)), M))
-    if first is not None:
-        if not 0 <= first < ale.END:
-            raise ValueError(f"the player oracle conditions on an action in [0, {ale.END}), not class {first}")
-        hazard = params.hazard.copy()
-        hazard[:, 0] = 0.0  # Y_1 is the action, not END
-        params = dataclasses.replace(params, first=np.eye(ale.END)[np.full(len(hazard), first)], hazard=hazard)
-    return ale.sample_sequences(params, rng)
+    params = _player_params(manifest, images, first)
+    return ale.sample_sequences(params.take(np.repeat(np.arange(len(images)), M)), rng)
 
 
 # ----------------------------------------------------------------------------- report rows
 
 
-def baseline_rows(dataset, train: dict, seeds: Sequence[int]) -> dict[str, list[dict]]:
-    """The image-blind row and the oracle rows (one per seed) of a dataset's test split.
+@dataclass(frozen=True)
+class Scoring:
+    """How the test split is scored: the finals' own settings (from the TrainConfig)."""
 
-    ``train`` is the TrainConfig as a dict (test_items, num_samples, ece_bins, alpha); the
-    rows have the keys of the finals' test results (``test/marginal/ece``, ...,
-    ``test_per_entry``). The oracle is left out (empty list) where the data has no true process.
+    num_samples: int  # M
+    ece_bins: int
+    alpha: float
+    test_items: int | None = None  # None = the whole test split
+
+    @classmethod
+    def of(cls, train) -> "Scoring":
+        """From a :class:`~focus_tune.config.TrainConfig`."""
+        return cls(train.num_samples, train.ece_bins, train.alpha, train.test_items)
+
+
+_SEED_TAGS = {IMAGE_BLIND: 0xB11D, ORACLE: 0x0AC1E, IMAGE_BAYES: 0xBA7E5}
+
+
+def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, list[dict]]:
+    """The reference rows of a dataset's test split, with the keys of the finals' test results.
+
+    ``image-blind`` always, ``oracle`` and ``exact`` where the true process is known,
+    ``image-Bayes`` on procedural FaceMed; the sampled rows once per seed in ``seeds`` (the
+    finals' seeds), ``exact`` once. A row a dataset cannot have is an empty list.
     """
-    m = dataset.manifest
-    test = dataset.test
-    n = len(test.sequences) if train["test_items"] is None else min(train["test_items"], len(test.sequences))
+    from .data import evaluation_groups
+
+    m, test = dataset.manifest, dataset.test
+    n = len(test.sequences) if scoring.test_items is None else min(scoring.test_items, len(test.sequences))
     labels, true_t = np.asarray(test.sequences[:n]), np.asarray(test.time_to_event[:n])
     exact = None if test.exact_marginals is None else np.asarray(test.exact_marginals[:n])
-    bins, alpha, c, event, cond = train["ece_bins"], train["alpha"], m.num_classes, m.event_class, m.condition_class
+    extras = {k: np.asarray(v[:n]) for k, v in test.extras.items()}
+    c, event, cond = m.num_classes, m.event_class, m.condition_class
+    keep = condition_items(labels, cond)
+    groups = evaluation_groups(extras)
 
     def row(est: Estimates, seed, samples=None) -> dict:
-        out, extras = score(est, labels, true_t, bins, exact, cond)
+        out, per_entry = score(est, labels, true_t, scoring.ece_bins, exact, cond, scoring.alpha, groups)
         if samples is not None:
             out["marginal/leak"], _ = montecarlo.leak(samples, event)
-        return {**test_result(out, extras, est.probs, labels, bins), "seed": seed}
+        return {**test_result(out, per_entry, est.probs, labels, scoring.ece_bins), "seed": seed}
 
-    blind = image_blind_estimates(dataset.train.sequences, n, c, event, alpha, cond, labels)
-    rows: dict[str, list[dict]] = {IMAGE_BLIND: [row(blind, None)], ORACLE: []}
-    if has_oracle(m, test):
-        images = test.images[:n]
-        extras = {k: np.asarray(v[:n]) for k, v in test.extras.items()}
-        keep = condition_items(labels, cond)
+    def sampled(predictor: Predictor, tag: int) -> list[dict]:
+        rows = []
         for seed in seeds:
-            rng = np.random.default_rng([seed, 0x0AC1E])
-            samples = oracle_samples(m, images, extras, train["num_samples"], rng)
-            cond_samples = None
-            if keep is not None:
-                cond_samples = oracle_samples(m, images[keep], {k: v[keep] for k, v in extras.items()},
-                                              train["num_samples"], rng, first=cond)
-            est = estimates_from_samples(samples, cond_samples, event, c, alpha)
-            rows[ORACLE].append(row(est, seed, samples))
+            rng = np.random.default_rng([seed, tag])
+            samples = predictor.sample(scoring.num_samples, rng)
+            cond_samples = None if keep is None else predictor.sample(scoring.num_samples, rng, first=cond, items=keep)
+            rows.append(row(estimates_from_samples(samples, cond_samples, event, c, scoring.alpha), seed, samples))
+        return rows
+
+    rows: dict[str, list[dict]] = {IMAGE_BLIND: sampled(ImageBlind(dataset.train.sequences, n, c),
+                                                        _SEED_TAGS[IMAGE_BLIND]),
+                                   IMAGE_BAYES: [], ORACLE: [], EXACT: []}
+    if has_image_bayes(m, test):
+        rows[IMAGE_BAYES] = sampled(ImageBayes(extras["apparent_age"], m.length), _SEED_TAGS[IMAGE_BAYES])
+    if has_oracle(m, test):
+        truth = TrueProcess(m, np.asarray(test.images[:n]), extras)
+        rows[ORACLE] = sampled(truth, _SEED_TAGS[ORACLE])
+        cond_exact = None if keep is None else truth.marginals(first=cond, items=keep)[:, 1:]
+        rows[EXACT] = [row(estimates_from_marginals(truth.marginals(), cond_exact, event, scoring.alpha), None)]
+    elif exact is not None:  # exact marginals stored without a process: no conditional
+        rows[EXACT] = [row(estimates_from_marginals(exact, None, event, scoring.alpha), None)]
     return rows
 
 
-def with_baselines(finals: dict[str, list[dict]], dataset, train: dict, seeds: Sequence[int]) -> dict[str, list[dict]]:
+def with_baselines(finals: dict[str, list[dict]], dataset, scoring: Scoring,
+                   seeds: Sequence[int]) -> dict[str, list[dict]]:
     """The finals' results with the baseline families added (the report's input).
 
     ``finals`` maps a family to its per-seed test results; the temperature-scaled rows are
-    split off the 'none' results, the image-blind and oracle rows are computed on the test
-    split (the same items as the finals), the oracle once per seed in ``seeds``.
+    split off the 'none' results, the reference rows (:func:`baseline_rows`) are computed
+    on the test split (the same items as the finals), the sampled ones once per seed.
     """
     out = dict(finals)
     if "none" in out:
         out["none"], scaled = split_temperature_scaled(out["none"])
         out[TEMPERATURE_SCALED] = scaled
-    out.update(baseline_rows(dataset, train, seeds))
+    out.update({k: v for k, v in baseline_rows(dataset, scoring, seeds).items() if v})
     return out

@@ -156,7 +156,8 @@ class Estimates:
 
     probs [N, L, c]: P(Y_i = a | x); lo, hi, point [N]: the time-to-event interval and
     point estimate; cond_probs [K, L-1, c]: P(Y_i = a | Y_1 = b, x) for i = 2..L on the K
-    items whose true Y_1 is b (None when not evaluated).
+    items whose true Y_1 is b (None when not evaluated); time_pmf [N, L]: P(T = t | x) for
+    t = 1..L, the distribution the interval comes from (None: no CRPS).
     """
 
     probs: np.ndarray
@@ -164,6 +165,7 @@ class Estimates:
     hi: np.ndarray
     point: np.ndarray
     cond_probs: np.ndarray | None = None
+    time_pmf: np.ndarray | None = None
 
 
 def estimates_from_samples(samples, cond_samples, event: int, num_classes: int, alpha: float) -> Estimates:
@@ -171,7 +173,29 @@ def estimates_from_samples(samples, cond_samples, event: int, num_classes: int, 
     times = montecarlo.time_to_event(samples, event)  # (N, M)
     lo, hi = montecarlo.interval(times, alpha)
     cond = None if cond_samples is None else montecarlo.marginal_probs(cond_samples, num_classes)[:, 1:]
-    return Estimates(montecarlo.marginal_probs(samples, num_classes), lo, hi, times.mean(axis=1), cond)
+    return Estimates(montecarlo.marginal_probs(samples, num_classes), lo, hi, times.mean(axis=1), cond,
+                     montecarlo.time_pmf(times, samples.shape[-1]))
+
+
+def estimates_from_marginals(probs, cond_probs, event: int, alpha: float) -> Estimates:
+    """Estimates of a predictor that knows its probabilities (no sampling): probs [N, L, c].
+
+    The event is absorbing, so P(T <= t) = P(Y_t = event) for t < L, and T = L takes the
+    rest (censored at L, as for samples). The interval is the distribution's own quantile
+    pair: the smallest t with P(T <= t) >= (1 - alpha) / 2, and with >= (1 + alpha) / 2 (the
+    limit of the sampled interval as M grows); the point estimate is its mean.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    N, L, _ = probs.shape
+    cdf = np.maximum.accumulate(probs[:, :, event], axis=1)  # (N, L); monotone against rounding
+    cdf[:, -1] = 1.0
+    pmf = np.diff(cdf, axis=1, prepend=0.0)
+    t = np.arange(1, L + 1)
+    tol = 1e-12  # a cdf that equals a level up to rounding reaches it
+    lo = 1 + (cdf < (1 - alpha) / 2 - tol).sum(axis=1)
+    hi = 1 + (cdf < (1 + alpha) / 2 - tol).sum(axis=1)
+    cond = None if cond_probs is None else np.asarray(cond_probs, dtype=np.float64)
+    return Estimates(probs, lo.astype(np.float64), hi.astype(np.float64), pmf @ t, cond, pmf)
 
 
 def condition_items(labels: np.ndarray, condition_class: int | None) -> np.ndarray | None:
@@ -183,17 +207,26 @@ def condition_items(labels: np.ndarray, condition_class: int | None) -> np.ndarr
 
 
 def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: int = 10,
-          exact_marginals: np.ndarray | None = None, condition_class: int | None = None) -> tuple[dict, dict]:
+          exact_marginals: np.ndarray | None = None, condition_class: int | None = None, alpha: float = 0.9,
+          groups: dict[str, np.ndarray] | None = None) -> tuple[dict, dict]:
     """The paper's metrics of some estimates under the keys used everywhere (``marginal/ece``, ...).
 
     labels [N, L], true_times [N]; exact_marginals [N, L, c] adds ``marginal/rmse``. With
     ``condition_class`` the conditional metrics score ``est.cond_probs`` on the items of
-    :func:`condition_items`. Returns (metrics, entry-level arrays).
+    :func:`condition_items`. ``alpha`` is the interval's level (for the interval score);
+    ``est.time_pmf`` adds ``interval/crps``; ``groups`` (name -> item mask [N]) add the
+    coverage of each group, ``interval/coverage_<name>``. Returns (metrics, entry-level arrays).
     """
     marginal = metrics.sequence_metrics(est.probs, labels, n_bins)
     out = _prefixed(marginal, "marginal")
     extras: dict = {"marginal": marginal["per_entry"]}
-    out.update(_prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times), "interval"))
+    out.update(_prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha), "interval"))
+    if est.time_pmf is not None:
+        out["interval/crps"] = metrics.crps(est.time_pmf, true_times)
+    for name, mask in (groups or {}).items():
+        mask = np.asarray(mask, dtype=bool)
+        inside = (true_times >= est.lo) & (true_times <= est.hi)
+        out[f"interval/coverage_{name}"] = float(inside[mask].mean()) if mask.any() else float("nan")
     extras["interval"] = {"lo": est.lo, "hi": est.hi, "point": est.point, "true": true_times}
     if exact_marginals is not None:
         rmse = metrics.rmse_per_entry(est.probs, exact_marginals)
@@ -222,6 +255,7 @@ def evaluate(
     per_entry: bool = False,
     absorbing: str = "model",
     temperature: torch.Tensor | None = None,
+    groups: dict[str, np.ndarray] | None = None,
 ) -> dict:
     """Monte Carlo evaluation: marginal metrics, interval metrics and, if asked, conditional ones.
 
@@ -235,7 +269,8 @@ def evaluate(
     event repeat once drawn (faster; exact only for a model that is itself absorbing).
     Either way ``marginal/leak`` is the fraction of sampled sequences that reach the event
     and later leave it (0 when forced) and ``marginal/p_stay`` the model's mean teacher-forced
-    p(event -> event) on the data. ``temperature`` [L] samples from softmax(z_i / T_i).
+    p(event -> event) on the data. ``temperature`` [L] samples from softmax(z_i / T_i);
+    ``groups`` (name -> item mask) add the coverage per group (see :func:`score`).
     With ``per_entry`` the entry-level arrays are returned under ``"per_entry"`` (for
     reports and plots).
     """
@@ -252,7 +287,8 @@ def evaluate(
         cond = draw_samples(model, data.images[torch.as_tensor(keep, device=data.images.device)], num_samples, L,
                             generator, forced, prefix=[condition_class], temperature=temperature)
     est = estimates_from_samples(samples, cond, event, c, alpha)
-    out, extras = score(est, labels, data.time_to_event.cpu().numpy(), n_bins, data.exact_marginals, condition_class)
+    out, extras = score(est, labels, data.time_to_event.cpu().numpy(), n_bins, data.exact_marginals, condition_class,
+                        alpha, groups)
     out["marginal/leak"], _ = montecarlo.leak(samples, event)
     out["marginal/p_stay"] = event_stay_probability(teacher_forced_logits(model, data), data.sequences, event,
                                                     temperature)

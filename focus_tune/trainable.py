@@ -22,6 +22,7 @@ import torch
 from ray import tune
 
 from .baselines import TS_PREFIX, fit_temperatures
+from .data import evaluation_groups
 from .job import CONFIG_KEY, PER_ENTRY_FILE, TrialJob
 from .model_io import build_model
 from .train import (NonFiniteLoss, Split, evaluate, seed_everything, teacher_forced_logits, test_result,
@@ -148,6 +149,8 @@ def _test_metrics(model, data, job: TrialJob, common: dict, device, folder: str)
     test = Split.from_arrays(data["test"], device, items=train.test_items)
     labels = test.sequences.cpu().numpy()
     cond = job.data.condition_class
+    groups = evaluation_groups({k: v[:len(test)] for k, v in data["test"].extras.items()})
+    common = {**common, "groups": groups}
     out = evaluate(model, test, train.num_samples, generator=_eval_gen(seed, -1),
                    condition_class=cond, per_entry=True, **common)
     result = test_result(out, out.pop("per_entry"), out.pop("probs"), labels, train.ece_bins)

@@ -10,9 +10,13 @@ from scipy.special import log_softmax
 
 from focus_tune import baselines
 from focus_tune.baselines import (
+    ImageBayes,
+    ImageBlind,
+    Scoring,
+    TrueProcess,
     fit_temperatures,
+    has_image_bayes,
     has_oracle,
-    image_blind_estimates,
     oracle_samples,
     split_temperature_scaled,
     with_baselines,
@@ -24,7 +28,7 @@ from focus_tune.train import Split, teacher_forced_logits
 
 from chain import chain_simulator, draw_chain
 
-TRAIN = {"test_items": None, "num_samples": 50, "ece_bins": 10, "alpha": 0.9}
+TRAIN = Scoring(num_samples=50, ece_bins=10, alpha=0.9)
 
 
 # ----------------------------------------------------------------------------- temperature
@@ -82,25 +86,23 @@ def test_split_temperature_scaled_rows_by_hand():
 # ----------------------------------------------------------------------------- image-blind
 
 
-def test_image_blind_equals_naive_counting():
+def test_image_blind_draws_training_sequences():
     rng = np.random.default_rng(2)
-    n_train, L, c, event, b = 60, 6, 4, 3, 0
+    n_train, L, c, b = 40, 6, 4, 0
     train = rng.integers(0, c, (n_train, L))
-    test = rng.integers(0, c, (9, L))
-    est = image_blind_estimates(train, 9, c, event, alpha=0.8, condition_class=b, test_labels=test)
-    for i in range(L):
-        for a in range(c):
-            count = sum(1 for s in train.tolist() if s[i] == a)
-            assert np.all(est.probs[:, i, a] == count / n_train)
-    given = [s for s in train.tolist() if s[0] == b]
-    keep = [k for k, s in enumerate(test.tolist()) if s[0] == b]
-    assert est.cond_probs.shape == (len(keep), L - 1, c)
-    for i in range(1, L):
-        for a in range(c):
-            assert np.all(est.cond_probs[:, i - 1, a] == pytest.approx(sum(s[i] == a for s in given) / len(given)))
-    times = [s.index(event) + 1 if event in s else L for s in train.tolist()]  # T from 1, L if none
-    assert np.all(est.lo == np.quantile(times, 0.1)) and np.all(est.hi == np.quantile(times, 0.9))
-    assert np.all(est.point == pytest.approx(np.mean(times)))
+    blind = ImageBlind(train, num_items=5, num_classes=c)
+    s = blind.sample(3000, np.random.default_rng(0))
+    assert s.shape == (5, 3000, L)
+    known = {tuple(x) for x in train.tolist()}
+    assert all(tuple(x) in known for x in s.reshape(-1, L)[:500].tolist())  # only training sequences
+    # Every item's counted marginals are the training frequencies up to Monte Carlo error.
+    freq = marginal_probs(train[None], c)[0]
+    assert _within(marginal_probs(s, c), np.broadcast_to(freq, (5, L, c)), 3000)
+    np.testing.assert_array_equal(blind.marginals(), np.broadcast_to(freq, (5, L, c)))
+    cond = blind.sample(50, np.random.default_rng(1), first=b, items=np.array([1, 3]))
+    assert cond.shape == (2, 50, L) and np.all(cond[:, :, 0] == b)
+    with pytest.raises(ValueError, match="starts with class"):
+        ImageBlind(np.ones((3, L), dtype=int), 2, c).sample(2, rng, first=0)
 
 
 # ----------------------------------------------------------------------------- oracle
@@ -117,6 +119,7 @@ def facemed_smoke(tmp_path_factory):
 
 
 def _within(est, exact, M, z=5.0):
+    """|estimate - truth| within z binomial standard errors (plus a small slack) everywhere."""
     return np.all(np.abs(est - exact) <= z * np.sqrt(exact * (1 - exact) / M) + 2e-3)
 
 
@@ -182,21 +185,28 @@ def test_facemed_oracle_follows_the_chain(facemed_smoke):
 
 def test_baseline_rows_on_a_dataset_with_truth(facemed_smoke):
     finals = {"none": [{"seed": 3, "test/marginal/ece": 0.2, "test/temperature-scaled/marginal/ece": 0.1}]}
+    assert has_image_bayes(facemed_smoke.manifest, facemed_smoke.test)
     rows = with_baselines(finals, facemed_smoke, TRAIN, seeds=[3, 4])
     assert rows["none"] == [{"seed": 3, "test/marginal/ece": 0.2}]
     assert rows["temperature-scaled"][0]["test/marginal/ece"] == 0.1
-    assert [r["seed"] for r in rows["oracle"]] == [3, 4] and len(rows["image-blind"]) == 1
-    for family in ("oracle", "image-blind"):
+    for family in ("oracle", "image-blind", "image-Bayes"):
+        assert [r["seed"] for r in rows[family]] == [3, 4], family  # sampled: one row per final seed
+    assert [r["seed"] for r in rows["exact"]] == [None]
+    for family in ("oracle", "image-blind", "image-Bayes", "exact"):
         for row in rows[family]:
             for key in ("test/marginal/ece", "test/marginal/auc", "test/marginal/brier", "test/marginal/rmse",
-                        "test/interval/coverage", "test/conditional/items"):
+                        "test/interval/coverage", "test/interval/crps", "test/conditional/items",
+                        "test/interval/coverage_age_under_40"):
                 assert np.isfinite(row[key]), (family, key)
             assert "marginal" in row["test_per_entry"]
-    oracle = rows["oracle"]
-    assert oracle[0]["test/marginal/leak"] == 0.0  # dead is absorbing in the true chain
+    oracle, blind = rows["oracle"], rows["image-blind"]
+    assert oracle[0]["test/marginal/leak"] == 0.0 == blind[0]["test/marginal/leak"]  # absorbing data
     assert oracle[0]["test/marginal/ece"] != oracle[1]["test/marginal/ece"]  # seeds differ
-    # The oracle's estimate is the truth up to Monte Carlo error; the image-blind one is not.
-    assert oracle[0]["test/marginal/rmse"] < rows["image-blind"][0]["test/marginal/rmse"]
+    assert blind[0]["test/marginal/ece"] != blind[1]["test/marginal/ece"]  # the blind row is sampled too
+    assert rows["exact"][0]["test/marginal/rmse"] < 1e-6  # the stored truth is float32
+    # Truth, then the best image-only predictor, then no image: further and further from the truth.
+    rmse = {f: np.mean([r["test/marginal/rmse"] for r in rows[f]]) for f in ("oracle", "image-Bayes", "image-blind")}
+    assert rmse["oracle"] < rmse["image-Bayes"] < rmse["image-blind"], rmse
 
 
 def test_no_oracle_without_a_true_process(tmp_path):
@@ -211,5 +221,95 @@ def test_no_oracle_without_a_true_process(tmp_path):
     ds = load_dataset(tmp_path / "ds")
     assert not has_oracle(ds.manifest, ds.test)
     rows = baselines.baseline_rows(ds, TRAIN, seeds=[0])
-    assert rows["oracle"] == [] and len(rows["image-blind"]) == 1
+    assert rows["oracle"] == rows["exact"] == rows["image-Bayes"] == [] and len(rows["image-blind"]) == 1
     assert "test/marginal/rmse" not in rows["image-blind"][0]
+
+
+def test_true_process_marginals_are_exact(hero_smoke, facemed_smoke):
+    m, test = hero_smoke.manifest, hero_smoke.test
+    idx = np.arange(3)
+    truth = TrueProcess(m, test.images[idx], {k: v[idx] for k, v in test.extras.items()})
+    np.testing.assert_allclose(truth.marginals(), test.exact_marginals[idx], atol=1e-6)  # stored as float32
+    cond = truth.marginals(first=m.condition_class, items=np.array([1]))
+    params = ale.params_from_manifest(test.images[1:2], m)
+    np.testing.assert_allclose(cond[0], _player_conditional(params, m.condition_class), atol=1e-12)
+    fm = facemed_smoke.manifest
+    ages = np.array([30, 60, 85])
+    truth = TrueProcess(fm, np.zeros((3, *fm.image_shape), np.uint8), {"age": ages})
+    np.testing.assert_allclose(truth.marginals(), facemed.exact_marginals_batch(ages, fm.length))
+    given = truth.marginals(first=facemed.HEALTHY)
+    p = np.array([1.0, 0.0, 0.0])
+    for i in range(1, fm.length):  # entry i + 1 is reached with the transition of age + i
+        p = p @ facemed.transition_matrix(85 + i)
+        np.testing.assert_allclose(given[2, i], p, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- image-Bayes
+
+
+def test_age_posterior_is_calibrated_and_sharp():
+    """Subjects drawn like the generator's: the posterior's band probabilities match the
+    band frequencies within each decile of predicted probability, and they are sharp."""
+    from focus_tune.data.faces import apparent_age
+
+    rng = np.random.default_rng(7)
+    ages = facemed.sample_ages(20000, rng)
+    looks = apparent_age(ages, rng)
+    post = facemed.age_posterior(looks)
+    assert post.shape == (20000, facemed.MAX_AGE + 1)
+    np.testing.assert_allclose(post.sum(axis=1), 1.0)
+    grid = np.arange(facemed.MAX_AGE + 1)
+    for band, mask in facemed.age_bands(grid).items():
+        p = post[:, mask].sum(axis=1)  # P(band | look)
+        hit = facemed.age_bands(ages)[band]
+        for lo in np.arange(0, 1, 0.1):
+            sel = (p >= lo) & (p < lo + 0.1 + 1e-12)
+            if sel.sum() >= 200:
+                se = np.sqrt(p[sel].mean() * (1 - p[sel].mean()) / sel.sum())
+                assert abs(hit[sel].mean() - p[sel].mean()) <= 4 * se + 0.01, (band, lo)
+    true_band = np.stack([post[:, m].sum(axis=1) for m in facemed.age_bands(grid).values()], axis=1)
+    which = np.argmax(np.stack(list(facemed.age_bands(ages).values()), axis=1), axis=1)
+    assert true_band[np.arange(len(ages)), which].mean() > 0.85  # the face tells the regime
+    # Clipped looks (babies often look 0): the clip's mass, not a density.
+    assert (looks == 0).any() and post[looks == 0][:, :5].sum(axis=1).min() > 0.9
+
+
+def test_image_bayes_samples_follow_the_posterior_mixture():
+    looks = np.array([0.0, 35.0, 62.0, 90.0])
+    L, M = 30, 6000
+    bayes = ImageBayes(looks, L)
+    s = bayes.sample(M, np.random.default_rng(3))
+    post = facemed.age_posterior(looks)
+    mixture = np.einsum("na,alc->nlc", post, facemed.exact_marginals_batch(np.arange(post.shape[1]), L))
+    assert _within(marginal_probs(s, 3), mixture, M)
+    # Given Y_1 = healthy: the posterior reweighted by P(Y_1 = healthy | age), then the chain a year later.
+    c = bayes.sample(M, np.random.default_rng(4), first=facemed.HEALTHY, items=np.array([3]))
+    w = post[3] * facemed.healthy_at_first(np.arange(post.shape[1]))
+    w /= w.sum()
+    later = facemed.exact_marginals_batch(np.arange(post.shape[1]) + 1.0, L - 1)
+    expected = np.concatenate([[[1.0, 0.0, 0.0]], np.einsum("a,alc->lc", w, later)])
+    assert np.all(c[:, :, 0] == facemed.HEALTHY) and _within(marginal_probs(c, 3)[0], expected, M)
+
+
+# ----------------------------------------------------------------------------- exact row
+
+
+def test_exact_estimates_give_the_true_time_to_event_distribution():
+    from focus_tune.montecarlo import interval, time_to_event
+    from focus_tune.train import estimates_from_marginals
+
+    ages = np.array([45.0, 70.0, 88.0])
+    L = 40
+    est = estimates_from_marginals(facemed.exact_marginals_batch(ages, L), None, facemed.DEAD, alpha=0.8)
+    times = time_to_event(facemed.sample_sequences(np.repeat(ages, 20000), L, np.random.default_rng(5))
+                          .reshape(3, 20000, L), facemed.DEAD)
+    for k in range(3):
+        counted = np.bincount(times[k], minlength=L + 1)[1:] / 20000
+        np.testing.assert_allclose(est.time_pmf[k], counted, atol=0.012)
+        np.testing.assert_allclose(est.time_pmf[k].sum(), 1.0)
+    assert np.allclose(est.point, times.mean(axis=1), rtol=0.02)
+    lo, hi = interval(times, 0.8)
+    assert np.all(np.abs(est.lo - lo) <= 1) and np.all(np.abs(est.hi - hi) <= 1)
+    # A subject under 40 - L never dies within L entries: T = L surely.
+    young = estimates_from_marginals(facemed.exact_marginals_batch(np.array([10.0]), L), None, facemed.DEAD, 0.9)
+    assert young.lo[0] == young.hi[0] == young.point[0] == L and young.time_pmf[0, -1] == 1.0

@@ -357,7 +357,7 @@ def test_baseline_rows_in_every_table(with_baselines):
     bolded = [f for f, row in marginal.items() if "**" in row["ECE"]]
     assert bolded == ["time-dependent"]  # the oracle (0.02) is a reference, not ranked
     assert table_cells(md, "Time to event")["oracle"]["coverage"] == "0.9000 ± 0.0000"
-    assert "Baselines:" in md and "oracle" in section(md, "Chosen schedules")
+    assert "Rows. Every sampled row" in md and "oracle" in section(md, "Chosen schedules")
     for family in order[3:]:
         assert any(line.startswith(family) for line in report.table.splitlines()), family
     assert report.summary["oracle/test/marginal/ece"] == pytest.approx(0.02)
@@ -441,3 +441,20 @@ def test_every_report_file_is_written_atomically(tmp_path, monkeypatch):
     report = write_report(tmp_path, "facemed", "smoke", make_finals(), SCHEDULES, CLASSES, 0)
     assert sorted(written) == sorted(f.name for f in report.files)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written)  # no temporary file left
+
+
+def test_signed_columns_rank_by_distance_from_zero_and_groups_get_a_table(tmp_path):
+    finals = make_finals(seeds=2)
+    debiased = {"none": [0.03, 0.03], "constant": [-0.004, -0.002], "time-dependent": [0.006, 0.008]}
+    for family, rows in finals.items():
+        for row, value in zip(rows, debiased[family]):
+            row["test/marginal/ece_debiased"] = value
+            row["test/interval/coverage_age_under_40"] = 0.95
+            row["test/interval/coverage_age_over_80"] = {"none": 0.5, "constant": 0.7, "time-dependent": 0.85}[family]
+    report = write_report(tmp_path, "facemed", "smoke", finals, SCHEDULES, CLASSES, 0)
+    marginal = table_cells(report.markdown, "Marginal")
+    assert marginal["constant"]["ECE debiased"].startswith("**-0.0030**")  # |-0.003| is the smallest
+    groups = table_cells(report.markdown, "Coverage of I_0.9 by group")
+    assert groups["time-dependent"]["age over 80"].startswith("**0.8500**") and "age under 40" in groups["none"]
+    assert "ECE-db" in report.table  # the printed table shows the optional column where it has values
+    assert "IS" not in report.table.split("Time to event")[1].split("\n")[1]  # and hides it where none does

@@ -27,9 +27,20 @@ from .store import (
 
 __all__ = [
     "ATARI_GAMES", "GAMES", "PROFILES", "SPECS", "DataError", "Dataset", "DatasetSpec",
-    "DatasetWriter", "Manifest", "Split", "build_dataset", "dataset_dir", "ensure_dataset",
+    "DatasetWriter", "Manifest", "Split", "build_dataset", "dataset_dir", "ensure_dataset", "evaluation_groups",
     "get_spec", "generator_version", "is_current", "load_dataset", "read_manifest", "time_to_event",
 ]
+
+
+def evaluation_groups(extras: dict) -> dict:
+    """Groups of items whose coverage the report shows apart (name -> mask [N]), from a
+    split's extras: FaceMed's age regimes of the chain where the split has ages
+    (`facemed.age_bands`), else none."""
+    if "age" in extras:
+        from .facemed import age_bands
+
+        return age_bands(extras["age"])
+    return {}
 
 
 def generator_version(game: str) -> str:

@@ -21,14 +21,14 @@ from typing import Iterator
 
 import numpy as np
 
-from .faces import render_faces
+from .faces import APPARENT_LOG_SD, APPARENT_MAX, APPARENT_SD, apparent_age, render_looks
 from .images import load_rgb_resized
 from .profiles import DatasetSpec, get_spec
 from .store import DatasetWriter
 
 HEALTHY, ILL, DEAD = 0, 1, 2
 CLASS_NAMES = ["healthy", "ill", "dead"]
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: the apparent age of each face is stored (extras "apparent_age")
 MAX_AGE = 116
 # Paper split sizes (16641 / 4738 / 2329) as fractions, used to split imported folders.
 PAPER_FRACTIONS = (16641 / 23708, 4738 / 23708, 2329 / 23708)
@@ -104,6 +104,53 @@ def sample_ages(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.choice(MAX_AGE + 1, size=n, p=AGE_WEIGHTS)
 
 
+# ----------------------------------------------------------------------------- what the image shows
+
+AGE_BANDS = ("age_under_40", "age_40_to_80", "age_over_80")  # the chain's regimes, by the age at the image
+
+
+def age_bands(ages: np.ndarray) -> dict[str, np.ndarray]:
+    """Masks [N] of the subjects in each of the chain's age regimes at the image (:data:`AGE_BANDS`)."""
+    ages = np.asarray(ages)
+    return dict(zip(AGE_BANDS, (ages < 40, (ages >= 40) & (ages <= 80), ages > 80)))
+
+
+def age_posterior(looks: np.ndarray, grid: int = 241, chunk: int = 256) -> np.ndarray:
+    """P(true age = a | apparent age) for a = 0..MAX_AGE: looks [N] -> float64 [N, MAX_AGE + 1].
+
+    A procedural face shows the true age only through its apparent age
+    (``faces.apparent_age``: look = clip(age * exp(e1) + e2, 0, 120), e1 ~ N(0, 0.15),
+    e2 ~ N(0, 2.5)), so this posterior, under the ages' prior :data:`AGE_WEIGHTS`, is all an
+    image can tell of the age. The likelihood integrates e1 on a grid of ``grid`` points over
+    +-6 SD (trapezoid rule); a look clipped to 0 or 120 has the probability mass of the clip.
+    """
+    looks = np.asarray(looks, dtype=np.float64)
+    ages = np.arange(MAX_AGE + 1, dtype=np.float64)
+    e1 = np.linspace(-6 * APPARENT_LOG_SD, 6 * APPARENT_LOG_SD, grid)
+    w = np.exp(-0.5 * (e1 / APPARENT_LOG_SD) ** 2)
+    w[[0, -1]] *= 0.5
+    w /= w.sum()
+    scaled = ages[:, None] * np.exp(e1)[None, :]  # (A, G): age * exp(e1)
+    out = np.empty((len(looks), len(ages)))
+    from scipy.special import ndtr  # the normal cdf, vectorized
+
+    for a in range(0, len(looks), chunk):
+        look = looks[a:a + chunk, None, None]  # (n, 1, 1)
+        z = (look - scaled[None]) / APPARENT_SD  # (n, A, G)
+        density = np.exp(-0.5 * z ** 2) / (APPARENT_SD * np.sqrt(2 * np.pi))
+        density = np.where(look <= 0, ndtr(z), np.where(look >= APPARENT_MAX, ndtr(-z), density))
+        out[a:a + chunk] = (density * w).sum(axis=2) * AGE_WEIGHTS[None, :]
+    total = out.sum(axis=1, keepdims=True)
+    if (total <= 0).any():
+        raise ValueError("an apparent age has zero likelihood under every true age")
+    return out / total
+
+
+def healthy_at_first(ages: np.ndarray) -> np.ndarray:
+    """P(Y_1 = healthy | age): ages [N] -> float64 [N] (the condition of the conditional metrics)."""
+    return exact_marginals_batch(np.asarray(ages, dtype=np.float64), 1)[:, 0, HEALTHY]
+
+
 def build_facemed(spec: DatasetSpec, out_dir: str | os.PathLike, seed: int = 0,
                   chunk: int = 1024) -> Path:
     """Build FaceMed with procedural faces at the sizes of `spec`; returns out_dir."""
@@ -115,7 +162,8 @@ def build_facemed(spec: DatasetSpec, out_dir: str | os.PathLike, seed: int = 0,
         for split, n in spec.split_sizes.items():
             for start in range(0, n, chunk):
                 ages = sample_ages(min(chunk, n - start), rng)
-                _add_subjects(writer, split, render_faces(ages, height, rng), ages, spec.length, rng)
+                looks = apparent_age(ages, rng)
+                _add_subjects(writer, split, render_looks(looks, height, rng), ages, spec.length, rng, looks)
         return writer.commit(
             name=f"facemed-{spec.profile}-seed{seed}", source="procedural faces (focus_tune.data.faces)",
             game="facemed", profile=spec.profile, sampling_freq=1, generator="facemed-procedural",
@@ -130,9 +178,12 @@ def _writer(out_dir: str | os.PathLike, length: int, image_shape: tuple[int, int
 
 
 def _add_subjects(writer: DatasetWriter, split: str, images: np.ndarray, ages: np.ndarray,
-                  length: int, rng: np.random.Generator) -> None:
+                  length: int, rng: np.random.Generator, looks: np.ndarray | None = None) -> None:
+    extras = {"age": ages.astype(np.int16)}
+    if looks is not None:  # procedural faces: how old each face looks (what the image shows of the age)
+        extras["apparent_age"] = looks.astype(np.float32)
     writer.add(split, images, sample_sequences(ages, length, rng),
-               exact_marginals=exact_marginals_batch(ages, length), extras={"age": ages.astype(np.int16)})
+               exact_marginals=exact_marginals_batch(ages, length), extras=extras)
 
 
 # UTKFace names: AGE_GENDER_RACE_DATETIME.jpg, the aligned crops add ".chip.jpg".

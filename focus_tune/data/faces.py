@@ -28,16 +28,29 @@ _GREY = np.array([205, 205, 208], np.float32)
 _IRIS = np.array([[60, 35, 20], [95, 65, 35], [70, 110, 150], [85, 120, 80]], np.float32)
 
 
+APPARENT_LOG_SD = 0.15  # the person-specific factor exp(N(0, 0.15)) of `apparent_age`
+APPARENT_SD = 2.5  # the additive N(0, 2.5) years of `apparent_age`
+APPARENT_MAX = 120.0  # apparent ages are clipped to [0, APPARENT_MAX]
+
+
 def apparent_age(ages: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """How old each face looks: float32 [N] in [0, 120]."""
     ages = np.asarray(ages, np.float32)
-    noisy = ages * np.exp(rng.normal(0, 0.15, len(ages))) + rng.normal(0, 2.5, len(ages))
-    return np.clip(noisy, 0, 120).astype(np.float32)
+    noisy = ages * np.exp(rng.normal(0, APPARENT_LOG_SD, len(ages))) + rng.normal(0, APPARENT_SD, len(ages))
+    return np.clip(noisy, 0, APPARENT_MAX).astype(np.float32)
 
 
 def render_faces(ages: np.ndarray, size: int, rng: np.random.Generator, batch: int = 256) -> np.ndarray:
     """Faces of the given true ages: ages [N] -> uint8 [N, 3, size, size]."""
-    looks = apparent_age(ages, rng)
+    return render_looks(apparent_age(ages, rng), size, rng, batch)
+
+
+def render_looks(looks: np.ndarray, size: int, rng: np.random.Generator, batch: int = 256) -> np.ndarray:
+    """Faces that look the given (apparent) ages: looks [N] -> uint8 [N, 3, size, size].
+
+    The image depends on the true age only through the look: everything else is drawn
+    independently of age, which is what makes the image-Bayes predictor of FaceMed exact.
+    """
     out = np.empty((len(looks), 3, size, size), np.uint8)
     for start in range(0, len(looks), batch):
         out[start:start + batch] = _render(looks[start:start + batch], size, rng)

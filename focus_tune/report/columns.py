@@ -5,18 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-BASELINES = ("temperature-scaled", "image-blind", "oracle")
+BASELINES = ("temperature-scaled", "image-blind", "image-Bayes", "oracle", "exact")
 FAMILIES = ("none", "constant", "time-dependent", *BASELINES)
-REFERENCES = ("image-blind", "oracle")  # rows to compare against, not ranked with the models
+# Rows to compare against, not ranked with the models.
+REFERENCES = ("image-blind", "image-Bayes", "oracle", "exact")
 # What a baseline row is, in the chosen-schedules table.
 BASELINE_SCHEDULES = {
-    "temperature-scaled": "the none finals, one temperature per entry fitted on validation",
-    "image-blind": "training frequencies, no image",
+    "temperature-scaled": "the none finals with a temperature fitted on validation",
+    "image-blind": "M training sequences per item, no image",
+    "image-Bayes": "M samples: an age from its posterior given the face, then the chain",
     "oracle": "M samples from the true process",
+    "exact": "the true probabilities, no sampling",
 }
 FAMILY_COLORS = {"none": "black", "constant": "tab:blue", "time-dependent": "tab:red",
-                 "temperature-scaled": "tab:orange", "image-blind": "tab:gray", "oracle": "tab:green"}
-OTHER_COLORS = ("tab:purple", "tab:brown", "tab:pink", "tab:olive")
+                 "temperature-scaled": "tab:orange", "image-blind": "tab:gray", "image-Bayes": "tab:cyan",
+                 "oracle": "tab:green", "exact": "tab:olive"}
+OTHER_COLORS = ("tab:purple", "tab:brown", "tab:pink")
 COVERAGE_TARGET = 0.9
 PER_ENTRY_KEY = "test_per_entry"  # a result's entry-level arrays (a dict), the figures' input
 NA = "n/a"
@@ -26,8 +30,8 @@ NA = "n/a"
 class Column:
     """One table column: its label, the flat result key, and how the best mean is chosen.
 
-    ``better`` is ``"min"``, ``"max"``, ``"target"`` (closest to :data:`COVERAGE_TARGET`) or
-    ``None`` (not ranked). ``spread`` False shows the mean alone (e.g. item counts).
+    ``better`` is ``"min"``, ``"max"``, ``"target"`` (closest to :data:`COVERAGE_TARGET`),
+    ``"zero"`` (closest to 0: a signed or debiased error) or ``None`` (not ranked). ``spread`` False shows the mean alone (e.g. item counts).
     """
 
     label: str
@@ -40,6 +44,8 @@ class Column:
 
 MARGINAL = (
     Column("ECE", "test/marginal/ece"),
+    Column("ECE debiased", "test/marginal/ece_debiased", better="zero", optional=True),
+    Column("overconfidence", "test/marginal/overconfidence", better="zero", optional=True),
     Column("AUC", "test/marginal/auc", better="max"),
     Column("CE", "test/marginal/ce"),
     Column("BS", "test/marginal/brier"),
@@ -58,11 +64,22 @@ INTERVAL = (
     Column("coverage", "test/interval/coverage", better="target"),
     Column("relative width", "test/interval/relative_width"),
     Column("relative MAE", "test/interval/relative_mae"),
+    Column("interval score", "test/interval/interval_score", optional=True),
+    Column("CRPS", "test/interval/crps", optional=True),
 )
-SHORT_LABELS = {"RMSE to exact": "RMSE", "relative width": "rel.width",
-                "relative MAE": "rel.MAE"}
+SHORT_LABELS = {"RMSE to exact": "RMSE", "relative width": "rel.width", "relative MAE": "rel.MAE",
+                "ECE debiased": "ECE-db", "overconfidence": "overconf", "interval score": "IS"}
 COMPARED = ("constant", "time-dependent", "temperature-scaled")  # each against "none"
-COMPARED_COLUMNS = (MARGINAL[0], MARGINAL[2], MARGINAL[1], MARGINAL[4], INTERVAL[0], INTERVAL[1])
+COMPARED_COLUMNS = (MARGINAL[0], MARGINAL[1], MARGINAL[4], MARGINAL[3], MARGINAL[6], INTERVAL[0], INTERVAL[1],
+                    INTERVAL[3])
+GROUP_COVERAGE_PREFIX = "test/interval/coverage_"  # coverage per group of items (FaceMed: age at the image)
+
+
+def group_columns(finals: Mapping[str, Sequence[Mapping]]) -> list[Column]:
+    """Coverage columns of the item groups the results carry (``test/interval/coverage_<group>``), in first-seen order."""
+    keys = dict.fromkeys(k for rows in finals.values() for row in rows for k in row
+                         if k.startswith(GROUP_COVERAGE_PREFIX))
+    return [Column(k.removeprefix(GROUP_COVERAGE_PREFIX).replace("_", " "), k, better="target") for k in keys]
 
 
 def ordered_families(finals: Mapping[str, Sequence]) -> list[str]:

@@ -6,18 +6,26 @@ import math
 from typing import Mapping, Sequence
 
 from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, COVERAGE_TARGET,
-                      INTERVAL, MARGINAL, NA, Column)
+                      INTERVAL, MARGINAL, NA, Column, group_columns)
 from .stats import differences
 from .tables import all_na, markdown_table, plain_table, shown_columns
 from .trace import search_lines
 
 BASELINE_NOTE = (
-    "Baselines: *temperature-scaled* is the `none` final of each seed with one temperature per entry "
-    "fitted on the validation split (teacher-forced NLL), no retraining; *image-blind* gives every "
-    "item the training sequences' per-entry class frequencies and the pooled training time-to-event "
-    "distribution (deterministic: one row); *oracle* samples M sequences per item from the true "
-    "process (where the data has one) through the same Monte Carlo estimators, so its ECE is what a "
-    "perfect simulator scores with this M and these test items. Image-blind and oracle are not ranked. "
+    "Rows. Every sampled row draws M sequences per test item and goes through the models' own "
+    "estimator and metrics (same M, same bins), so it carries the same Monte Carlo noise: "
+    "*temperature-scaled* is the `none` final of each seed with a temperature fitted on the validation "
+    "split, no retraining; *image-blind* draws each item's M sequences from the training sequences "
+    "(no image); *image-Bayes* (procedural FaceMed) draws an age from its posterior given the face's "
+    "apparent age, then the chain: the best any image-only simulator can do, and so the target there; "
+    "*oracle* samples the true process given the hidden truth (on the Atari data the frame fixes the "
+    "player's chain, so the oracle is the image-only target there); *exact* scores the true probabilities "
+    "without sampling: its ECE is the floor that this many test items put under the paper's ECE. "
+    "The reference rows are not ranked. "
+    "*ECE debiased*: the calibration error with the finite-data bias removed (about 0 for a calibrated "
+    "predictor; it can be negative); *overconfidence*: mean top-class confidence minus accuracy "
+    "(positive: overconfident). *Interval score* (Gneiting & Raftery 2007) charges width and misses, "
+    "*CRPS* scores the whole time-to-event distribution; both are relative to mean T, lower is better. "
     "*leak*: the fraction of sampled sequences that leave the event class after reaching it; "
     "*p(stay)*: the model's mean teacher-forced p(event -> event) on the test sequences."
 )
@@ -31,7 +39,8 @@ def _header_lines(game: str, profile: str) -> list[str]:
         "error over seeds (SE = sample standard deviation, ddof=1, / sqrt(n)); a single seed shows "
         "the mean alone, `n/a` means no value, and `(n=k)` marks a cell with values from only k seeds. "
         f"Best mean per column among the models in **bold**: lowest, except AUC (highest) and coverage "
-        f"(closest to {COVERAGE_TARGET}); the image-blind and oracle rows are references, not ranked.",
+        f"(closest to {COVERAGE_TARGET}; signed and debiased errors: closest to 0); the reference rows "
+        "(image-blind, image-Bayes, oracle, exact) are not ranked.",
         "",
     ]
 
@@ -115,7 +124,12 @@ def results_markdown(game: str, profile: str, families: Sequence[str], skipped: 
         lines += [BASELINE_NOTE, ""]
     lines += _section(f"Conditional on entry 1 = {condition}", CONDITIONAL, families, finals,
                       "No conditional results: the condition was not evaluated or no test item meets it.")
-    lines += _section(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals, "No interval results.")
+    lines += _section(f"Time to event, I_{COVERAGE_TARGET}", shown_columns(INTERVAL, families, finals), families,
+                      finals, "No interval results.")
+    groups = group_columns({f: finals[f] for f in families})
+    if groups:
+        lines += _section(f"Coverage of I_{COVERAGE_TARGET} by group (age at the image)", groups, families, finals,
+                          "No group results.")
     lines += difference_lines(families, finals)
     if search is not None:
         lines += search_lines(search)
@@ -126,5 +140,6 @@ def plain_text(game: str, profile: str, families: Sequence[str], finals: Mapping
     """The marginal and interval means ± SE as aligned plain text, for the end of a CLI run."""
     lines = [f"foCus results: {game} ({profile}), test set, mean±SE over seeds", ""]
     lines += plain_table("Marginal", shown_columns(MARGINAL, families, finals), families, finals) + [""]
-    lines += plain_table(f"Time to event, I_{COVERAGE_TARGET}", INTERVAL, families, finals)
+    lines += plain_table(f"Time to event, I_{COVERAGE_TARGET}", shown_columns(INTERVAL, families, finals), families,
+                         finals)
     return "\n".join(lines) + "\n"

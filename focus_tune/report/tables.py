@@ -19,7 +19,8 @@ def _best(column: Column, means: Mapping[str, float]) -> set[str]:
     """Models whose mean is best in the column (none when fewer than two are comparable).
 
     The reference rows (:data:`REFERENCES`) are never ranked: the oracle would win nearly
-    every column and bold nothing the search chose."""
+    every column and bold nothing the search chose. A signed column (``better="zero"``)
+    ranks by the distance from 0."""
     finite = {f: m for f, m in means.items() if math.isfinite(m) and f not in REFERENCES}
     if column.better is None or len(finite) < 2:
         return set()
@@ -27,6 +28,7 @@ def _best(column: Column, means: Mapping[str, float]) -> set[str]:
         "min": lambda m: m,
         "max": lambda m: -m,
         "target": lambda m: abs(m - COVERAGE_TARGET),
+        "zero": abs,
     }[column.better]
     top = min(score(m) for m in finite.values())
     return {f for f, m in finite.items() if math.isclose(score(m), top, rel_tol=1e-12, abs_tol=1e-15)}

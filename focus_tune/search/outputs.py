@@ -36,11 +36,12 @@ def final_rows(plan, state) -> tuple[dict[str, list[dict]], list[int]]:
 
 def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winners):
     from .. import cost
-    from ..baselines import with_baselines
+    from ..baselines import Scoring, with_baselines
     from ..report import search_trace, write_report
 
     finals, seeds = final_rows(plan, state)
-    finals = with_baselines(finals, dataset, cfg.to_dict()["train"], seeds)  # temperature-scaled, image-blind, oracle
+    # temperature-scaled, image-blind, image-Bayes, oracle, exact: scored like the finals
+    finals = with_baselines(finals, dataset, Scoring.of(cfg.train), seeds)
     schedules = {family: str(winners[stage].schedule)
                  for family, stage in (("none", "none"), ("constant", "constant"), ("time-dependent", "joint"))}
     m = dataset.manifest
