@@ -20,7 +20,7 @@ from focus_tune.metrics import _ece_debiased_columns, crps, interval_metrics, se
 from focus_tune.montecarlo import interval, time_pmf
 from focus_tune.reference import (
     naive_crps,
-    naive_ece_debiased,
+    naive_ece_debiased_squared,
     naive_interval_score,
     naive_overconfidence,
     naive_sequence_metrics,
@@ -42,8 +42,8 @@ def new_metrics(probs: np.ndarray, labels: np.ndarray, M: int, rng) -> float:
     true = np.minimum(rng.geometric(3 / L, size=N), L)
     lo, hi = interval(times, 0.9)
     cases = {
-        "ece_debiased (per entry, bin by bin)": (
-            lambda: np.array([naive_ece_debiased(probs[:, i], labels[:, i]) for i in range(L)]),
+        "ece_debiased_squared (per entry, bin by bin)": (
+            lambda: np.array([naive_ece_debiased_squared(probs[:, i], labels[:, i]) for i in range(L)]),
             lambda: _ece_debiased_columns(conf, correct, 10),
         ),
         "overconfidence (item by item)": (
@@ -89,7 +89,7 @@ def main() -> None:
     slow = naive_sequence_metrics(probs, labels)
     t_slow = time.perf_counter() - t0
 
-    keys = ("ece", "ece_debiased", "overconfidence", "auc", "brier", "ce")
+    keys = ("ece", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")
     worst = max(np.nanmax(np.abs(fast["per_entry"][k] - slow["per_entry"][k])) for k in keys)
     print(f"case: N={N}, L={L}, c={c}, M={M}")
     print(f"naive (sklearn per entry and class): {t_slow:8.2f} s")

@@ -42,9 +42,12 @@ Metrics beyond the paper's, so that a calibration or interval number can be trus
   Why squared: no estimator of |gap| is unbiased at gap = 0 (|.| is not smooth there), so
   the l1 scale cannot be debiased; the Gaussian bias correction of Kumar et al. for the l1
   error and the monotone sweep of Roelofs et al. 2022 keep 55-75 % of the floor in the
-  simulation. Scale: a uniform gap g in every bin reads g^2 (0.01 = a gap of 0.1). Values
-  are *not* clipped at 0, per bin or per entry: a negative value is the noise around a
-  zero truth, and max(x, 0) has a positive mean, which would bring the floor back.
+  simulation. The squared value (``"ece_debiased_sq"``, :func:`ece_debiased_squared`) is
+  the unbiased one; the tables show ``"ece_debiased"`` = sign(x) sqrt(|x|) of it (of its
+  mean over entries, for the sequence), back on the ECE's scale: a uniform gap g in every
+  bin reads g, a calibrated predictor reads about 0 on either side. Values are *not*
+  clipped at 0, per bin or per entry: a negative value is the noise around a zero truth,
+  and max(x, 0) has a positive mean, which would bring the floor back.
 * Overconfidence (``"overconfidence"``): mean over items of (top-class confidence -
   1[top class is right]); positive = overconfident. Signed and unbinned, so its expectation
   is 0 for a calibrated predictor at any N, and it says in which direction the ECE is off;
@@ -149,19 +152,32 @@ def _ece_debiased_columns(conf: np.ndarray, correct: np.ndarray, n_bins: int) ->
     return np.where(filled, value, 0.0).sum(axis=1) / filled.sum(axis=1)
 
 
-def ece_debiased(probs, labels, n_bins: int = 10) -> float:
+def ece_debiased_squared(probs, labels, n_bins: int = 10) -> float:
     """Debiased squared confidence calibration error, same bins as :func:`ece`.
 
     probs [N, c], labels [N]. Mean over the non-empty equal-mass bins of
     (accuracy - mean confidence)^2 minus an estimate of the accuracy's sampling variance
     (Kumar, Liang & Ma 2019, with a within-bin spread term; the module doc has the details).
-    Its expectation is exactly 0 for a calibrated predictor at any N; it is on the squared
-    scale and can be negative.
+    Its expectation is exactly 0 for a calibrated predictor at any N; it can be negative.
     """
     probs, labels = _check_probs_labels(probs, labels, 2)
     conf = probs.max(axis=1)
     correct = (probs.argmax(axis=1) == labels).astype(np.float64)
     return float(_ece_debiased_columns(conf[:, None], correct[:, None], n_bins)[0])
+
+
+def signed_root(x):
+    """sign(x) sqrt(|x|): a debiased squared error back on the scale of the ECE, keeping its sign."""
+    return np.sign(x) * np.sqrt(np.abs(x))
+
+
+def ece_debiased(probs, labels, n_bins: int = 10) -> float:
+    """The debiased calibration error on the ECE's scale: ``signed_root(ece_debiased_squared)``.
+
+    probs [N, c], labels [N]. A uniform gap g between accuracy and confidence reads g; a
+    calibrated predictor reads about 0, either side of it (the noise of a zero truth).
+    """
+    return float(signed_root(ece_debiased_squared(probs, labels, n_bins)))
 
 
 def reliability_curve(probs, labels, n_bins: int = 10) -> dict[str, np.ndarray]:
@@ -214,9 +230,11 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) ->
     """Entry-level and sequence-level ECE, debiased ECE, overconfidence, macro AUC, Brier and CE.
 
     probs [N, L, c] (rows sum to 1), labels [N, L]. Returns ``{"ece", "ece_debiased",
-    "overconfidence", "auc", "brier", "ce", "per_entry": {same keys: [L]}}`` where each
+    "ece_debiased_sq", "overconfidence", "auc", "brier", "ce", "per_entry": {same keys: [L]}}`` where each
     sequence-level value is the mean of the entry-level values (AUC: over the entries where
-    it is defined). ``ece_debiased`` is :func:`ece_debiased` per entry (squared scale);
+    it is defined), except ``ece_debiased``: per entry :func:`ece_debiased`, and for the
+    sequence the signed root of the mean over entries of ``ece_debiased_sq`` (the unbiased
+    squared estimate, per entry :func:`ece_debiased_squared`);
     ``overconfidence`` = mean over items of (top-class confidence - 1[top class is right]).
     """
     probs, labels = _check_probs_labels(probs, labels, 3)
@@ -224,7 +242,7 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) ->
     conf = probs.max(axis=2)  # (N, L)
     correct = (probs.argmax(axis=2) == labels).astype(np.float64)
     ece_i = _ece_columns(conf, correct, n_bins)
-    ece_debiased_i = _ece_debiased_columns(conf, correct, n_bins)
+    ece_debiased_sq_i = _ece_debiased_columns(conf, correct, n_bins)
     # Signed, so over- and underconfidence do not both read as "miscalibrated"; unbinned, so
     # it has no finite-sample floor: its expectation is 0 for a calibrated predictor.
     overconfidence_i = (conf - correct).mean(axis=0)
@@ -239,9 +257,12 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) ->
     brier_i = (np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1).mean(axis=0)  # summed over classes
     ce_i = -np.log(np.maximum(p_true, ce_eps)).mean(axis=0)
 
-    per_entry = {"ece": ece_i, "ece_debiased": ece_debiased_i, "overconfidence": overconfidence_i,
-                 "auc": auc_i, "brier": brier_i, "ce": ce_i}
-    out = {k: float(v.mean()) for k, v in per_entry.items() if k != "auc"}
+    per_entry = {"ece": ece_i, "ece_debiased": signed_root(ece_debiased_sq_i), "ece_debiased_sq": ece_debiased_sq_i,
+                 "overconfidence": overconfidence_i, "auc": auc_i, "brier": brier_i, "ce": ce_i}
+    out = {k: float(v.mean()) for k, v in per_entry.items() if k not in ("auc", "ece_debiased")}
+    # The unbiased quantity is the squared one: average it over entries, then take the root
+    # (the mean of per-entry roots would not be centred on 0 for a calibrated predictor).
+    out["ece_debiased"] = float(signed_root(out["ece_debiased_sq"]))
     out["auc"] = float(np.nanmean(auc_i)) if np.isfinite(auc_i).any() else float("nan")
     out["per_entry"] = per_entry
     return out

@@ -72,7 +72,7 @@ def naive_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> float:
     return float(np.mean(gaps))
 
 
-def naive_ece_debiased(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> float:
+def naive_ece_debiased_squared(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> float:
     """Debiased squared ECE, one bin at a time, with the bins of :func:`naive_ece`."""
     conf = probs.max(axis=1)
     correct = (probs.argmax(axis=1) == labels).astype(np.float64)
@@ -127,11 +127,11 @@ def naive_crps(times: np.ndarray, true_times: np.ndarray) -> float:
 def naive_sequence_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int = 10, ce_eps: float = 1e-3) -> dict:
     """Entry by entry, class by class, with scikit-learn where it has the metric."""
     N, L, c = probs.shape
-    per = {k: np.full(L, np.nan) for k in ("ece", "ece_debiased", "overconfidence", "auc", "brier", "ce")}
+    per = {k: np.full(L, np.nan) for k in ("ece", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")}
     for i in range(L):
         p, y = probs[:, i], labels[:, i]
         per["ece"][i] = naive_ece(p, y, n_bins)
-        per["ece_debiased"][i] = naive_ece_debiased(p, y, n_bins)
+        per["ece_debiased_sq"][i] = naive_ece_debiased_squared(p, y, n_bins)
         per["overconfidence"][i] = naive_overconfidence(p, y)
         aucs = [roc_auc_score(y == a, p[:, a]) for a in range(c) if 0 < (y == a).sum() < N]
         per["auc"][i] = np.mean(aucs) if aucs else np.nan
@@ -139,6 +139,6 @@ def naive_sequence_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int = 
         per["ce"][i] = -np.mean(np.log(np.maximum(p[np.arange(N), y], ce_eps)))
     return {
         "ece": per["ece"].mean(), "auc": np.nanmean(per["auc"]), "brier": per["brier"].mean(),
-        "ce": per["ce"].mean(), "ece_debiased": per["ece_debiased"].mean(),
+        "ce": per["ce"].mean(), "ece_debiased_sq": per["ece_debiased_sq"].mean(),
         "overconfidence": per["overconfidence"].mean(), "per_entry": per,
     }

@@ -10,11 +10,11 @@ import itertools
 import numpy as np
 import pytest
 
-from focus_tune.metrics import crps, ece, ece_debiased, interval_metrics, sequence_metrics
+from focus_tune.metrics import crps, ece, ece_debiased, ece_debiased_squared, interval_metrics, sequence_metrics, signed_root
 from focus_tune.montecarlo import interval, time_pmf
 from focus_tune.reference import (
     naive_crps,
-    naive_ece_debiased,
+    naive_ece_debiased_squared,
     naive_interval_score,
     naive_overconfidence,
     naive_sequence_metrics,
@@ -27,13 +27,13 @@ def binary(conf):
 
 
 def expected_ece_debiased(conf, q, n_bins):
-    """E[ece_debiased] by enumerating all 2^N label vectors; item n is right with probability q[n]."""
+    """E[ece_debiased_squared] by enumerating all 2^N label vectors; item n is right with probability q[n]."""
     probs = binary(conf)
     total = 0.0
     for right in itertools.product([0, 1], repeat=len(conf)):
         right = np.array(right)
         weight = np.prod(np.where(right == 1, q, 1 - q))
-        total += weight * ece_debiased(probs, 1 - right, n_bins)  # label 0 = the top class
+        total += weight * ece_debiased_squared(probs, 1 - right, n_bins)  # label 0 = the top class
     return total
 
 
@@ -71,11 +71,15 @@ def test_debiased_ece_of_calibrated_predictions_is_zero_within_a_few_standard_er
     R = 200
     p, y = draw_columns(rng, N, R)
     out = sequence_metrics(p, y)
-    deb, paper = out["per_entry"]["ece_debiased"], out["per_entry"]["ece"]
+    deb, paper = out["per_entry"]["ece_debiased_sq"], out["per_entry"]["ece"]
     assert abs(deb.mean()) < 4 * deb.std(ddof=1) / np.sqrt(R)
     assert paper.mean() > 0.02 and paper.mean() > 20 * paper.std(ddof=1) / np.sqrt(R)  # the paper's floor
     assert (deb < 0).any()  # not clipped: negative values keep the mean unbiased
-    assert out["ece_debiased"] == pytest.approx(deb.mean(), abs=1e-15)
+    assert out["ece_debiased_sq"] == pytest.approx(deb.mean(), abs=1e-15)
+    # On the ECE's scale: the signed root of the entries' mean, about 0 where the paper's ECE is > 0.02.
+    assert out["ece_debiased"] == pytest.approx(signed_root(deb.mean()), abs=1e-15)
+    assert abs(out["ece_debiased"]) < 0.25 * paper.mean()
+    np.testing.assert_allclose(out["per_entry"]["ece_debiased"], signed_root(deb))
 
 
 def test_debiased_ece_of_a_known_miscalibration_by_simulation():
@@ -86,19 +90,22 @@ def test_debiased_ece_of_a_known_miscalibration_by_simulation():
     conf = rng.uniform(0.6, 0.95, size=(N, R))
     p = np.stack([conf, 1 - conf], axis=-1)
     y = (rng.random((N, R)) >= conf - 0.05).astype(int)  # 0 (the top class) with probability c - 0.05
-    deb = sequence_metrics(p, y)["per_entry"]["ece_debiased"]
+    out = sequence_metrics(p, y)
+    deb = out["per_entry"]["ece_debiased_sq"]
     assert abs(deb.mean() - 0.0025) < 4 * deb.std(ddof=1) / np.sqrt(R)
+    assert abs(out["ece_debiased"] - 0.05) < 0.005  # the gap itself, on the ECE's scale
 
 
 def test_debiased_ece_equals_the_naive_loop():
     rng = np.random.default_rng(3)
     p = rng.dirichlet(np.ones(3), size=500)
     y = rng.integers(0, 3, 500)
-    assert ece_debiased(p, y) == pytest.approx(naive_ece_debiased(p, y), abs=1e-12)
+    assert ece_debiased_squared(p, y) == pytest.approx(naive_ece_debiased_squared(p, y), abs=1e-12)
+    assert ece_debiased(p, y) == pytest.approx(signed_root(naive_ece_debiased_squared(p, y)), abs=1e-12)
     q = rng.multinomial(20, [0.6, 0.3, 0.1], size=500) / 20  # Monte Carlo ties: uneven and empty bins
-    assert ece_debiased(q, y, 10) == pytest.approx(naive_ece_debiased(q, y, 10), abs=1e-12)
+    assert ece_debiased_squared(q, y, 10) == pytest.approx(naive_ece_debiased_squared(q, y, 10), abs=1e-12)
     few = p[:6]  # more bins than items: singleton and empty bins
-    assert ece_debiased(few, y[:6], 10) == pytest.approx(naive_ece_debiased(few, y[:6], 10), abs=1e-12)
+    assert ece_debiased_squared(few, y[:6], 10) == pytest.approx(naive_ece_debiased_squared(few, y[:6], 10), abs=1e-12)
 
 
 def test_new_keys_of_sequence_metrics_equal_the_naive_reference():
@@ -107,7 +114,7 @@ def test_new_keys_of_sequence_metrics_equal_the_naive_reference():
     p = rng.multinomial(M, [0.5, 0.3, 0.15, 0.05], size=(N, L)) / M
     y = rng.integers(0, c, (N, L))
     fast, slow = sequence_metrics(p, y), naive_sequence_metrics(p, y)
-    for k in ("ece_debiased", "overconfidence"):
+    for k in ("ece_debiased_sq", "overconfidence"):
         assert fast["per_entry"][k].shape == (L,)
         np.testing.assert_allclose(fast["per_entry"][k], slow["per_entry"][k], atol=1e-12, rtol=0)
         assert fast[k] == pytest.approx(fast["per_entry"][k].mean(), abs=1e-15)
