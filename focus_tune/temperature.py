@@ -1,0 +1,216 @@
+"""Post-hoc temperature scaling fitted where the labels say something: the live rows.
+
+Pure numpy / torch (no Ray, no MLflow). A simulator's entry i is drawn from
+softmax(z_i / T_i); temperature scaling fits T on the validation split by the
+teacher-forced NLL and keeps the network as it is.
+
+Why "live rows": the event class (END, dead) is absorbing, so once an item's true
+sequence has reached it, every later label is the event again and says nothing about the
+model's uncertainty over the actions. Fitting on such rows rewards a sure "stay in END":
+on the quick H.E.R.O. data no validation sequence is alive after entry 41, the NLL of
+those entries keeps falling as T -> 0, and a per-entry fit on all rows puts 61 of 100
+temperatures at the lower bound (logits x 20). The sampled sequences that are still
+alive there then freeze on their argmax action and never reach END. A row is therefore
+*live* when the item's true previous entry y_{i-1} is not the event class (entry 1 is
+always live), i.e. exactly the rows where the model predicts from a state that the
+sampler also visits while a sequence is running.
+
+The fits (each returns a :class:`TemperatureFit`):
+
+* :func:`fit_pooled`: one temperature over all live rows of all entries.
+* :func:`fit_per_entry`: one temperature per entry on that entry's live rows, where the
+  entry has at least ``min_rows`` of them; the pooled temperature elsewhere.
+* :func:`choose_on_grid`: one temperature picked on a grid (:data:`GRID`) by any score (the
+  search's way of choosing lambda: the validation sampled marginal ECE); the scoring is the
+  caller's. This is the product's temperature-scaled baseline (focus_tune/trainable.py):
+  on the quick H.E.R.O. model both NLL fits sampled a worse test ECE than T = 1
+  (docs/results/temperature/README.md), because a teacher-forced NLL optimum is not the
+  optimum of the sampled marginals.
+
+Every fit says how many of its temperatures sit at a bound of the search interval, so a
+report can never show a bounded temperature as if it were an optimum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+
+BOUNDS = (0.05, 20.0)  # the search interval of T; a fit that ends on it is reported as at_bound
+MIN_LIVE_ROWS = 100  # per-entry fit: fewer live rows than this and the entry takes the pooled T
+# Candidates of the grid choice (benchmarks/bench_temperature.py): T = 1 (no change) is one of
+# them, so the choice is never worse than the unscaled model on the validation criterion.
+GRID = (0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.5)
+
+
+@dataclass(frozen=True)
+class TemperatureFit:
+    """A fitted temperature vector and what it rests on.
+
+    temperature: float64 [L], entry i is sampled from softmax(z_i / temperature[i]).
+    pooled: the one temperature fitted on all live rows (the fallback of a per-entry fit;
+        for a grid choice, the chosen value).
+    at_bound: how many of the L entries of ``temperature`` sit at a bound of ``bounds``.
+    live_rows: int [L], live rows per entry in the fitting data.
+    own_fit: bool [L], entries with a temperature of their own (the others took ``pooled``).
+    method: "pooled", "per-entry", "grid" (or a caller's name).
+    bounds: the (low, high) interval the fit searched.
+    scores: for a grid choice, {candidate T: score}; empty otherwise.
+    """
+
+    temperature: np.ndarray
+    pooled: float
+    at_bound: int
+    live_rows: np.ndarray
+    own_fit: np.ndarray
+    method: str
+    bounds: tuple[float, float] = BOUNDS
+    scores: dict = field(default_factory=dict)
+
+    @property
+    def pooled_at_bound(self) -> bool:
+        """Whether the pooled temperature itself is at a bound."""
+        return _on_bound(np.array([self.pooled]), self.bounds)[0]
+
+    def summary(self) -> dict[str, float]:
+        """Flat numbers for a result dict (MLflow metrics, the report)."""
+        return {
+            "temperature_pooled": float(self.pooled),
+            "temperature_at_bound": float(self.at_bound),
+            "temperature_mean": float(self.temperature.mean()),
+            "temperature_min": float(self.temperature.min()),
+            "temperature_max": float(self.temperature.max()),
+        }
+
+
+def live_mask(labels, event: int) -> np.ndarray:
+    """bool [N, L]: row (n, i) is live when the true y_{n, i-1} is not ``event`` (entry 1 always).
+
+    labels [N, L] int. The event is absorbing in the data, so a dead row's label is the
+    event for certain: it carries no information on the temperature.
+    """
+    y = np.asarray(labels)
+    if y.ndim != 2:
+        raise ValueError(f"labels must be [N, L], got shape {y.shape}")
+    mask = np.ones(y.shape, dtype=bool)
+    mask[:, 1:] = y[:, :-1] != event
+    return mask
+
+
+def fit_pooled(logits, labels, event: int, bounds: tuple[float, float] = BOUNDS, iters: int = 60) -> TemperatureFit:
+    """One temperature T = argmin_T mean over live rows of -log softmax(z / T)[y].
+
+    logits [N, L, c] (teacher forced), labels [N, L] -> a fit whose ``temperature`` [L] is
+    T everywhere. Raises ValueError when there is no live row (cannot happen with L >= 1 and
+    N >= 1, since entry 1 is always live).
+    """
+    z, y = _check(logits, labels)
+    mask = torch.as_tensor(live_mask(y.numpy(), event))
+    L = z.shape[1]
+    t = _bisect(z[mask][:, None], y[mask][:, None], None, bounds, iters)[0]
+    at = _on_bound(np.array([t]), bounds)[0]
+    return TemperatureFit(np.full(L, t), float(t), int(L if at else 0), mask.sum(0).numpy().astype(np.int64),
+                          np.zeros(L, dtype=bool), "pooled", tuple(bounds))
+
+
+def fit_per_entry(logits, labels, event: int, min_rows: int = MIN_LIVE_ROWS, bounds: tuple[float, float] = BOUNDS,
+                  iters: int = 60, chunk: int = 32) -> TemperatureFit:
+    """One temperature per entry on its live rows; the pooled one where fewer than ``min_rows``.
+
+    logits [N, L, c], labels [N, L]. Entry i's T_i = argmin_T mean over live rows n of
+    -log softmax(z_ni / T)[y_ni], for the entries with >= ``min_rows`` live rows; every
+    other entry gets the pooled temperature (:func:`fit_pooled`), so an entry the data say
+    nothing about keeps the model's overall correction instead of an extreme value.
+    ``chunk`` entries at a time bound the memory.
+    """
+    if min_rows < 1:
+        raise ValueError(f"min_rows must be >= 1, got {min_rows}")
+    z, y = _check(logits, labels)
+    pooled = fit_pooled(z, y, event, bounds, iters)
+    mask = torch.as_tensor(live_mask(y.numpy(), event))
+    live = mask.sum(0).numpy().astype(np.int64)
+    own = live >= min_rows
+    t = pooled.temperature.copy()
+    for a in range(0, z.shape[1], chunk):
+        cols = np.flatnonzero(own[a : a + chunk]) + a
+        if len(cols):
+            t[cols] = _bisect(z[:, cols], y[:, cols], mask[:, cols], bounds, iters)
+    return TemperatureFit(t, pooled.pooled, int(_on_bound(t, bounds).sum()), live, own, "per-entry", tuple(bounds))
+
+
+def choose_on_grid(score: Callable[[float], float], grid: Iterable[float], length: int,
+                   live_rows: np.ndarray | None = None) -> TemperatureFit:
+    """One temperature chosen on ``grid`` by the lowest ``score(T)`` (e.g. validation sampled ECE).
+
+    ``length`` L sizes the returned vector; ties go to the candidate closest to T = 1 (no
+    change). A choice at the smallest or largest grid value counts as at a bound (L entries),
+    since the optimum may lie beyond the grid.
+    """
+    grid = sorted(float(g) for g in grid)
+    if not grid or min(grid) <= 0:
+        raise ValueError(f"the grid needs positive temperatures, got {grid}")
+    scores = {g: float(score(g)) for g in grid}
+    best = min(grid, key=lambda g: (scores[g], abs(np.log(g))))
+    edge = len(grid) > 1 and best in (grid[0], grid[-1])
+    live = np.zeros(length, dtype=np.int64) if live_rows is None else np.asarray(live_rows, dtype=np.int64)
+    return TemperatureFit(np.full(length, best), best, length if edge else 0, live, np.zeros(length, dtype=bool),
+                          "grid", (grid[0], grid[-1]), scores)
+
+
+# ----------------------------------------------------------------------------- internals
+
+
+def _check(logits, labels) -> tuple[torch.Tensor, torch.Tensor]:
+    z = torch.as_tensor(logits).double()
+    y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+    if z.ndim != 3 or y.shape != z.shape[:2]:
+        raise ValueError(f"logits [N, L, c] and labels [N, L] do not match: {tuple(z.shape)}, {tuple(y.shape)}")
+    return z, y
+
+
+def _grad(z: torch.Tensor, y: torch.Tensor, w: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """d/d beta of the weighted mean NLL per column: [K]. z [N, K, c], y, w [N, K], beta [K]."""
+    p = torch.softmax(z * beta.view(1, -1, 1), dim=-1)
+    zy = torch.gather(z, 2, y[..., None])[..., 0]
+    # E_p[z] - z_y written as E_p[z - z_y], so that a nearly sure column keeps its (tiny,
+    # negative) sign instead of cancelling to 0.
+    g = (p * (z - zy[..., None])).sum(-1)  # (N, K)
+    return (g * w).sum(0) / w.sum(0)
+
+
+def _bisect(z, y, mask, bounds, iters) -> np.ndarray:
+    """Per column k the T in ``bounds`` minimizing the mean NLL over the rows with mask: [K].
+
+    The NLL is convex in beta = 1/T (a log-partition minus a linear term), so its derivative
+    is increasing in beta and the root is found by bisection on log beta. A column whose
+    optimum lies outside ``bounds`` ends on that bound (see :func:`_on_bound`).
+    """
+    lo_t, hi_t = bounds
+    if not 0 < lo_t < 1 < hi_t:
+        raise ValueError(f"temperature bounds must satisfy 0 < low < 1 < high, got {bounds}")
+    w = torch.ones(y.shape, dtype=torch.float64) if mask is None else torch.as_tensor(mask).double()
+    if bool((w.sum(0) == 0).any()):
+        raise ValueError("a column to fit has no row")
+    K = z.shape[1]
+    lo = torch.full((K,), -np.log(hi_t), dtype=torch.float64)  # log beta
+    hi = torch.full((K,), -np.log(lo_t), dtype=torch.float64)
+    # Decide the bounded columns exactly from the slope at the ends (bisection would only get
+    # within rounding of them): slope < 0 at the largest beta -> still falling -> T = low.
+    g_top, g_bottom = _grad(z, y, w, hi.exp()), _grad(z, y, w, lo.exp())
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        neg = _grad(z, y, w, mid.exp()) < 0
+        lo, hi = torch.where(neg, mid, lo), torch.where(neg, hi, mid)
+    t = np.exp(-0.5 * (lo + hi).numpy())
+    t[(g_top < 0).numpy()] = lo_t
+    t[(g_bottom > 0).numpy()] = hi_t
+    return t
+
+
+def _on_bound(t: np.ndarray, bounds) -> np.ndarray:
+    """bool, per value: equal to a bound up to a relative 1e-9."""
+    lo, hi = bounds
+    return np.isclose(t, lo, rtol=1e-9, atol=0) | np.isclose(t, hi, rtol=1e-9, atol=0)

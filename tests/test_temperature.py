@@ -1,0 +1,226 @@
+"""Temperature fits on live rows (focus_tune/temperature.py) against known answers and scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize_scalar
+from scipy.special import log_softmax
+
+from focus_tune import montecarlo
+from focus_tune.temperature import BOUNDS, choose_on_grid, fit_per_entry, fit_pooled, live_mask
+from focus_tune.train import Split, draw_samples, evaluate, teacher_forced_logits
+
+from chain import chain_simulator, draw_chain
+
+EVENT = 3  # the absorbing class of the synthetic data below
+
+
+def _nll(z, y, t):
+    return -log_softmax(z / t, axis=-1)[np.arange(len(y)), y].mean()
+
+
+def _scipy_t(z, y):
+    return minimize_scalar(lambda t: _nll(z, y, t), bounds=BOUNDS, method="bounded", options={"xatol": 1e-10}).x
+
+
+def _data(n=400, L=6, c=4, t_true=1.7, seed=0, die_after=None):
+    """Logits z [n, L, c] and labels drawn from softmax(z / t_true); an item is dead (every
+    label the event) from a random entry on, or from ``die_after`` entries on."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0, 2.5, (n, L, c))
+    p = np.exp(log_softmax(z / t_true, axis=-1))
+    y = (rng.random((n, L, 1)) > p.cumsum(-1)).sum(-1).clip(max=c - 1)
+    y[y == EVENT] = 0  # the event only in the dead tail below, so that the live mask is what we set
+    end = rng.integers(1, L + 1, n) if die_after is None else np.full(n, die_after)
+    for k in range(n):
+        y[k, end[k]:] = EVENT
+    return z, y
+
+
+def test_live_mask_by_hand():
+    y = np.array([[0, 3, 3, 3], [1, 2, 3, 3], [3, 3, 3, 3]])
+    np.testing.assert_array_equal(live_mask(y, 3), [[1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 0]])
+
+
+def test_pooled_recovers_a_known_temperature():
+    # Logits of a model that is too sure by a factor 2.5: labels drawn from softmax(z / 2.5).
+    rng = np.random.default_rng(3)
+    n, L, c = 3000, 4, 5
+    z = rng.normal(0, 3.0, (n, L, c))
+    p = np.exp(log_softmax(z / 2.5, axis=-1))
+    y = (rng.random((n, L, 1)) > p.cumsum(-1)).sum(-1).clip(max=c - 1)
+    fit = fit_pooled(z, y, event=c + 7)  # no label is the event: every row is live
+    assert fit.pooled == pytest.approx(2.5, rel=0.05)
+    np.testing.assert_array_equal(fit.temperature, np.full(L, fit.pooled))
+    assert fit.at_bound == 0 and not fit.pooled_at_bound
+    np.testing.assert_array_equal(fit.live_rows, np.full(L, n))
+    # And it is the exact minimizer of the pooled NLL (scipy on the flattened rows).
+    assert fit.pooled == pytest.approx(_scipy_t(z.reshape(-1, c), y.ravel()), rel=1e-6)
+
+
+def test_pooled_uses_only_live_rows():
+    z, y = _data()
+    live = live_mask(y, EVENT)
+    fit = fit_pooled(z, y, EVENT)
+    assert fit.pooled == pytest.approx(_scipy_t(z[live], y[live]), rel=1e-6)
+    # Anything on the dead rows (their logits) leaves the fit unchanged ...
+    z2 = z.copy()
+    z2[~live] = np.random.default_rng(9).normal(0, 30, (int((~live).sum()), z.shape[2]))
+    assert fit_pooled(z2, y, EVENT).pooled == pytest.approx(fit.pooled, rel=1e-12)
+    # ... while an all-rows fit would move: the dead rows do weigh there.
+    assert _scipy_t(z2.reshape(-1, 4), y.ravel()) != pytest.approx(fit.pooled, rel=1e-3)
+
+
+def test_per_entry_fits_entries_with_enough_live_rows_and_falls_back_elsewhere():
+    z, y = _data(n=500, L=6, seed=1)
+    live = live_mask(y, EVENT)
+    counts = live.sum(0)
+    min_rows = int(counts[3])  # entries 1..4 have at least this many, 5 and 6 fewer (items die over time)
+    assert counts[4] < min_rows
+    fit = fit_per_entry(z, y, EVENT, min_rows=min_rows)
+    pooled = fit_pooled(z, y, EVENT).pooled
+    np.testing.assert_array_equal(fit.own_fit, counts >= min_rows)
+    np.testing.assert_array_equal(fit.live_rows, counts)
+    assert fit.pooled == pytest.approx(pooled, rel=1e-12)
+    for i in range(z.shape[1]):
+        expected = _scipy_t(z[live[:, i], i], y[live[:, i], i]) if fit.own_fit[i] else pooled
+        assert fit.temperature[i] == pytest.approx(expected, rel=1e-6)
+    assert fit.at_bound == 0
+
+
+def test_entries_with_only_dead_rows_do_not_move_the_fit():
+    # Every item dies after entry 3: entries 5.. have no live row (entry 4 is live: y_3 is alive).
+    z, y = _data(n=300, L=8, seed=2, die_after=3)
+    assert live_mask(y, EVENT)[:, 4:].sum() == 0
+    a = fit_per_entry(z, y, EVENT, min_rows=50)
+    b = fit_per_entry(z[:, :4], y[:, :4], EVENT, min_rows=50)
+    np.testing.assert_allclose(a.temperature[:4], b.temperature, rtol=1e-12)
+    np.testing.assert_allclose(a.temperature[4:], a.pooled, rtol=1e-12)  # the dead entries take the pooled T
+    assert a.pooled == pytest.approx(b.pooled, rel=1e-12)
+    assert a.at_bound == b.at_bound  # the dead entries add no temperature at a bound
+
+
+def test_at_bound_is_counted():
+    z, y = _data(n=300, L=5, seed=4, die_after=5)
+    # Entry 2: every label is the model's sure top class -> its NLL keeps falling as T -> 0.
+    y[:, 1] = z[:, 1, :EVENT].argmax(-1)
+    z[:, 1, :] = 0.0
+    z[np.arange(len(y)), 1, y[:, 1]] = 4.0
+    fit = fit_per_entry(z, y, EVENT, min_rows=10)
+    assert fit.temperature[1] == BOUNDS[0]
+    assert fit.at_bound == 1
+    assert fit.summary()["temperature_at_bound"] == 1.0
+    # A pooled fit on sure labels only: the one temperature, and so all L entries, at the bound.
+    sure = fit_pooled(z[:, 1:2].repeat(5, axis=1), y[:, 1:2].repeat(5, axis=1), EVENT)
+    assert sure.pooled == BOUNDS[0] and sure.pooled_at_bound and sure.at_bound == 5
+    # Labels that contradict the logits everywhere: T at the upper bound.
+    flat = fit_pooled(-z[:, 1:2], y[:, 1:2], EVENT)
+    assert flat.pooled == BOUNDS[1] and flat.at_bound == 1
+
+
+def test_choose_on_grid():
+    fit = choose_on_grid(lambda t: (t - 1.2) ** 2, [0.8, 1.0, 1.2, 1.4], length=7)
+    assert fit.pooled == 1.2 and fit.at_bound == 0 and fit.method == "grid"
+    np.testing.assert_array_equal(fit.temperature, np.full(7, 1.2))
+    assert set(fit.scores) == {0.8, 1.0, 1.2, 1.4}
+    # Ties go to the value nearest to no change; a choice at the edge of the grid is at a bound.
+    assert choose_on_grid(lambda t: 0.0, [0.5, 1.0, 2.0], 3).pooled == 1.0
+    edge = choose_on_grid(lambda t: -t, [0.9, 1.1], 3)
+    assert edge.pooled == 1.1 and edge.at_bound == 3
+
+
+FAST = np.array([[0.65, 0.05, 0.3], [0.05, 0.65, 0.3], [0.0, 0.0, 1.0]])  # class 2 absorbing, hazard 0.3
+
+
+def test_sampled_evaluation_with_the_fit_does_not_freeze_late_entries():
+    """A chain simulator twice too unsure (logits halved) on data that die young.
+
+    No validation sequence is alive late, so an all-rows per-entry fit would put those entries
+    at T = 0.05 and freeze the still-alive sampled sequences on their top action (class 0
+    stays 0). The live fit recovers T = 0.5 and the samples reach the absorbing class as the
+    chain does (it survives 40 entries with probability 0.7^40 < 1e-6).
+    """
+    sim = chain_simulator(P=FAST)
+    with torch.no_grad():
+        sim.head.weight.mul_(0.5)
+        sim.head.bias.mul_(0.5)
+    n, L, event = 150, 40, 2
+    seq = draw_chain(n, 1, L, np.random.default_rng(0), P=FAST)[:, 0]
+    times = montecarlo.time_to_event(seq[:, None], event)[:, 0]
+    data = Split(images=torch.zeros(n, 3, 8, 8, dtype=torch.uint8), sequences=torch.as_tensor(seq),
+                 time_to_event=torch.as_tensor(times))
+    live = live_mask(seq, event).sum(0)
+    dead = live == 0
+    assert dead[-20:].all()  # the late entries say nothing: no live row there
+
+    fit = fit_per_entry(teacher_forced_logits(sim, data), seq, event, min_rows=50)
+    assert fit.pooled == pytest.approx(0.5, rel=0.15)
+    assert fit.at_bound == 0
+    np.testing.assert_array_equal(fit.temperature[dead], fit.pooled)
+
+    gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    tvec = torch.as_tensor(fit.temperature)
+    r = evaluate(sim, data, 100, event, gen(), temperature=tvec, per_entry=True)
+    assert (np.asarray(r["per_entry"]["interval"]["hi"]) >= L).mean() < 0.02
+    assert r["marginal/leak"] == 0.0  # the chain's END is sure: a temperature near 1 keeps it
+
+    # The sampled sequences still alive where the data have no live row left (the same ones
+    # under both temperature vectors: same uniforms, same temperatures before that entry).
+    first_dead = int(np.flatnonzero(dead)[0])  # 0-based entry
+    frozen = fit.temperature.copy()
+    frozen[dead] = BOUNDS[0]  # the failure this guards against: T = 0.05 where no row is live
+    t_fit, t_frozen = (montecarlo.time_to_event(draw_samples(sim, data.images, 200, L, gen(), None,
+                                                             temperature=torch.as_tensor(t)).numpy(), event)
+                       for t in (fit.temperature, frozen))
+    alive = t_fit > first_dead
+    np.testing.assert_array_equal(alive, t_frozen > first_dead)
+    assert alive.sum() >= 20
+    assert (t_fit[alive] >= L).mean() < 0.05  # they go on to END, as the chain does (0.7 per entry)
+    assert (t_frozen[alive] >= L).mean() > 0.9  # frozen on their top action, never END
+
+
+def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
+    """trainable._test_metrics (called directly, no Ray) on the too-unsure chain simulator:
+    the temperature-scaled keys, the chosen T with its at-bound count, the grid's validation ECEs."""
+    import dataclasses
+    import json
+
+    from focus_tune.config import load_search_config, space_path
+    from focus_tune.data.store import Split as StoredSplit
+    from focus_tune.job import PER_ENTRY_FILE, DataInfo, TrialJob
+    from focus_tune.plan import TrialSpec
+    from focus_tune.regularization import LambdaSchedule
+    from focus_tune.temperature import GRID
+    from focus_tune.trainable import _test_metrics
+
+    sim = chain_simulator(P=FAST)
+    with torch.no_grad():
+        sim.head.weight.mul_(0.5)
+        sim.head.bias.mul_(0.5)
+    n, L, event = 100, 40, 2
+
+    def split(name, seed):
+        seq = draw_chain(n, 1, L, np.random.default_rng(seed), P=FAST)[:, 0]
+        return StoredSplit(name, np.zeros((n, 3, 8, 8), dtype=np.uint8), seq,
+                           montecarlo.time_to_event(seq[:, None], event)[:, 0], None)
+
+    train = dataclasses.replace(load_search_config(space_path("hero"), "smoke").train, num_samples=50,
+                                val_items=None, test_items=None, absorbing="model")
+    spec = TrialSpec(trial_id="none-s0", stage="none", family="none", schedule=LambdaSchedule.none(L), seed=0,
+                     params={"seed": 0})
+    job = TrialJob(spec=spec, train=train, data=DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3))
+    common = dict(event=event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing)
+    out = _test_metrics(sim, {"val": split("val", 1), "test": split("test", 2)}, job, common, "cpu", str(tmp_path))
+
+    t = out["test/temperature-scaled/temperature_pooled"]
+    assert t in GRID and t <= 0.9  # the model is too unsure: the validation ECE asks for a cooler T
+    assert out["test/temperature-scaled/temperature_at_bound"] == (L if t in (min(GRID), max(GRID)) else 0)
+    assert out["test/temperature-scaled/temperature_mean"] == pytest.approx(t)
+    assert "test/temperature-scaled/marginal/ece" in out and "test/marginal/ece" in out
+    with open(tmp_path / PER_ENTRY_FILE) as handle:
+        files = json.load(handle)
+    grid = files["test/temperature-scaled/per_entry"]["temperature_grid"]
+    assert grid["T"] == list(GRID) and len(grid["val_ece"]) == len(GRID)
+    assert min(grid["val_ece"]) == grid["val_ece"][list(GRID).index(t)]
