@@ -20,8 +20,8 @@ baseline's numbers carry the same Monte Carlo noise as a model's:
   chain from that age. This, not the oracle, is the target of a simulator on FaceMed.
 * ``exact``: the true marginals and time-to-event distribution, no sampling: the
   calibrated reference (its ECE is the floor that finite test data put under any predictor).
-* ``temperature-scaled``: the unregularized final model with fitted temperatures (no
-  retraining); fitted and sampled in the trainable.
+* ``temperature-scaled``: the unregularized final model with one temperature chosen on
+  validation (no retraining; :mod:`focus_tune.temperature`), sampled in the trainable.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 import numpy as np
-import torch
 
 from . import montecarlo
 from .train import Estimates, condition_items, estimates_from_marginals, estimates_from_samples, score, test_result
@@ -43,45 +42,9 @@ EXACT = "exact"
 TEMPERATURE_SCALED = "temperature-scaled"
 BASELINES = (TEMPERATURE_SCALED, IMAGE_BLIND, IMAGE_BAYES, ORACLE, EXACT)
 TS_PREFIX = f"test/{TEMPERATURE_SCALED}/"  # keys of the temperature-scaled metrics in a 'none' final's result
-TEMPERATURE_BOUNDS = (0.05, 20.0)
 
 
 # ----------------------------------------------------------------------------- temperature
-
-
-def fit_temperatures(logits, labels, bounds: tuple[float, float] = TEMPERATURE_BOUNDS, iters: int = 50,
-                     chunk: int = 32) -> np.ndarray:
-    """One temperature per entry: T_i = argmin_T mean_n -log softmax(z_ni / T)[y_ni].
-
-    logits [N, L, c] (teacher forced), labels [N, L] -> float64 [L]. The NLL is convex in
-    beta = 1/T, so its derivative mean_n (E_{p_beta}[z] - z_y) is increasing in beta: each
-    entry's root is found by bisection on log beta inside ``bounds`` (an optimum outside
-    them, e.g. an entry where every label is the model's sure top class, gives the bound).
-    ``chunk`` entries at a time bound the memory.
-    """
-    z_all = torch.as_tensor(logits)
-    y_all = torch.as_tensor(np.asarray(labels), dtype=torch.long)
-    if z_all.ndim != 3 or y_all.shape != z_all.shape[:2]:
-        raise ValueError(f"logits [N, L, c] and labels [N, L] do not match: {tuple(z_all.shape)}, {tuple(y_all.shape)}")
-    lo_t, hi_t = bounds
-    if not 0 < lo_t < 1 < hi_t:
-        raise ValueError(f"temperature bounds must satisfy 0 < low < 1 < high, got {bounds}")
-    L = z_all.shape[1]
-    out = np.empty(L)
-    for a in range(0, L, chunk):
-        z = z_all[:, a : a + chunk].double()  # (N, l, c)
-        zy = torch.gather(z, 2, y_all[:, a : a + chunk, None])[..., 0]  # (N, l)
-        lo = torch.full((z.shape[1],), -np.log(hi_t), dtype=torch.float64)  # log beta
-        hi = torch.full((z.shape[1],), -np.log(lo_t), dtype=torch.float64)
-        for _ in range(iters):
-            mid = 0.5 * (lo + hi)
-            p = torch.softmax(z * mid.exp().view(1, -1, 1), dim=-1)
-            # d NLL / d beta = E_p[z] - z_y, written as E_p[z - z_y] so that a nearly sure
-            # entry keeps its (tiny, negative) sign instead of cancelling to 0.
-            grad = (p * (z - zy[..., None])).sum(-1).mean(0)  # (l,)
-            lo, hi = torch.where(grad < 0, mid, lo), torch.where(grad < 0, hi, mid)
-        out[a : a + chunk] = np.exp(-0.5 * (lo + hi).numpy())
-    return out
 
 
 def split_temperature_scaled(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from scipy.optimize import minimize_scalar
-from scipy.special import log_softmax
 
 from focus_tune import baselines
 from focus_tune.baselines import (
@@ -14,7 +11,6 @@ from focus_tune.baselines import (
     ImageBlind,
     Scoring,
     TrueProcess,
-    fit_temperatures,
     has_image_bayes,
     has_oracle,
     oracle_samples,
@@ -24,54 +20,12 @@ from focus_tune.baselines import (
 from focus_tune.data import DatasetWriter, build_dataset, ensure_dataset, load_dataset
 from focus_tune.data import ale, facemed
 from focus_tune.montecarlo import marginal_probs
-from focus_tune.train import Split, teacher_forced_logits
 
-from chain import chain_simulator, draw_chain
 
 TRAIN = Scoring(num_samples=50, ece_bins=10, alpha=0.9)
 
 
 # ----------------------------------------------------------------------------- temperature
-
-
-def _nll(z, y, t):
-    return -log_softmax(z / t, axis=-1)[np.arange(len(y)), y].mean()
-
-
-def test_temperatures_equal_scipy_entry_by_entry():
-    rng = np.random.default_rng(0)
-    N, L, c = 300, 5, 4
-    z = rng.normal(0, 2, (N, L, c))
-    # Labels drawn from softmax(z / T_true) with a different T_true per entry.
-    t_true = np.array([0.5, 1.0, 2.0, 4.0, 0.8])
-    p = np.exp(log_softmax(z / t_true[None, :, None], axis=-1))
-    y = (rng.random((N, L, 1)) > p.cumsum(-1)).sum(-1).clip(max=c - 1)
-    ours = fit_temperatures(torch.as_tensor(z), y)
-    for i in range(L):
-        ref = minimize_scalar(lambda t: _nll(z[:, i], y[:, i], t), bounds=(0.05, 20.0), method="bounded",
-                              options={"xatol": 1e-10})
-        assert ours[i] == pytest.approx(ref.x, rel=1e-4)
-        assert _nll(z[:, i], y[:, i], ours[i]) <= ref.fun + 1e-10
-    assert np.all(np.abs(np.log(ours / t_true)) < 0.5)  # and near the truth with N = 300
-
-
-def test_temperature_of_a_sure_entry_hits_the_bound():
-    # Every label is the top class: the NLL keeps falling as T -> 0, so the lower bound is returned.
-    z = np.tile([[[3.0, 0.0, -1.0]]], (20, 1, 1))
-    assert fit_temperatures(z, np.zeros((20, 1), dtype=int))[0] == pytest.approx(0.05, rel=1e-6)
-
-
-def test_temperature_undoes_a_scaled_simulator():
-    """A chain simulator with its logits multiplied by 3 is fitted T = 3 on data of the chain."""
-    sim = chain_simulator()
-    with torch.no_grad():
-        sim.head.weight.mul_(3.0)
-        sim.head.bias.mul_(3.0)
-    seq = draw_chain(4000, 1, 5, np.random.default_rng(1))[:, 0]
-    data = Split(images=torch.zeros(len(seq), 3, 8, 8, dtype=torch.uint8), sequences=torch.as_tensor(seq),
-                 time_to_event=torch.zeros(len(seq), dtype=torch.long))
-    t = fit_temperatures(teacher_forced_logits(sim, data), seq)
-    np.testing.assert_allclose(t, 3.0, rtol=0.1)
 
 
 def test_split_temperature_scaled_rows_by_hand():

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from netstat import descendants, sockets_of
+from netstat import descendants
 from test_data_store import _rewrite_marginals, write_small
 
 ROOT = Path(__file__).resolve().parent.parent

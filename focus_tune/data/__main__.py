@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..cli import OneLineParser, non_negative_int, positive_int
 from . import ATARI_GAMES, GAMES, PROFILES, DataError, build_dataset, dataset_dir, load_dataset
-from .store import SPLITS, Manifest
+from .store import SPLITS, Dataset, Manifest
 
 
 def get_parser() -> argparse.ArgumentParser:

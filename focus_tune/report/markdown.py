@@ -14,8 +14,8 @@ from .trace import search_lines
 BASELINE_NOTE = (
     "Rows. Every sampled row draws M sequences per test item and goes through the models' own "
     "estimator and metrics (same M, same bins), so it carries the same Monte Carlo noise: "
-    "*temperature-scaled* is the `none` final of each seed with a temperature fitted on the validation "
-    "split, no retraining; *image-blind* draws each item's M sequences from the training sequences "
+    "*temperature-scaled* is the `none` final of each seed with one temperature chosen on a grid by "
+    "the validation sampled ECE (as the search chooses lambda; T = 1 is on the grid), no retraining; *image-blind* draws each item's M sequences from the training sequences "
     "(no image); *image-Bayes* (procedural FaceMed) draws an age from its posterior given the face's "
     "apparent age, then the chain: the best any image-only simulator can do, and so the target there; "
     "*oracle* samples the true process given the hidden truth (on the Atari data the frame fixes the "
