@@ -38,11 +38,12 @@ PROFILES = ("smoke", "quick", "paper")
 ENCODERS = ("resnet18", "small")
 SELECTIONS = ("last", "best")
 ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat
+ESTIMATORS = ("counted", "rao_blackwell")  # evaluation: the paper's counted frequencies, or the same draws Rao-Blackwellized
 PRECISIONS = ("bf16", "fp32")
 SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 
 __all__ = [  # the public API; the checks and the strict YAML live in config_checks and yaml_strict
-    "ABSORBING", "ENCODERS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
+    "ABSORBING", "ENCODERS", "ESTIMATORS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
     "PROFILES", "SELECTIONS", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
     "load_search_config", "space_path",
 ]
@@ -73,6 +74,9 @@ class TrainConfig:
     # Training arithmetic on a GPU (a CPU always trains in fp32): "bf16" autocast or "fp32"
     # (TF32 convolutions). docs/BENCHMARKS.md, "GPU", has the measurement behind the default.
     precision: str = "bf16"
+    # Monte Carlo estimator of every evaluation: "counted" (the paper's: frequencies of the M
+    # draws) or "rao_blackwell" (the model's conditionals averaged over the same draws).
+    estimator: str = "counted"
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,7 @@ _TRAIN_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
     "absorbing": choice(ABSORBING),
     "encoder_width": positive_int,
     "precision": choice(PRECISIONS),
+    "estimator": choice(ESTIMATORS),
 }
 _GRID_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
     "lambdas": grid_list(lambda_weight("lambdas"), "lambdas"),

@@ -74,7 +74,8 @@ def run_trial(config: dict, data: dict, on_epoch=None) -> None:
         model = model.to(memory_format=torch.channels_last)  # with channels_last inputs (model.encode)
     optimizer = torch.optim.Adam(model.parameters(), lr=train.lr)  # no weight decay, as in the paper
     lambdas = job.spec.schedule.tensor()
-    common = dict(event=info.event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing)
+    common = dict(event=info.event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing,
+                  estimator=train.estimator)
 
     if job.source_checkpoint:
         # A final that reuses the search trial trained with the same schedule and seed.
@@ -191,7 +192,8 @@ def _fit_temperature(model, data, job: TrialJob, device) -> TemperatureFit:
 
     def val_ece(t: float) -> float:
         out = evaluate(model, val, train.num_samples, info.event, _eval_gen(job.spec.seed, -3), train.ece_bins,
-                       train.alpha, absorbing=train.absorbing, temperature=torch.full((L,), t))
+                       train.alpha, absorbing=train.absorbing, temperature=torch.full((L,), t),
+                       estimator=train.estimator)
         return out["marginal/ece"]
 
     return choose_on_grid(val_ece, GRID, L, live_mask(val.sequences.cpu().numpy(), info.event).sum(0))
