@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from . import montecarlo
-from .train import Estimates, condition_items, estimates_from_marginals, estimates_from_samples, score, test_result
+from .train import (Estimates, condition_items, estimates_from_distributions, estimates_from_marginals,
+                    estimates_from_samples, score, test_result)
 
 IMAGE_BLIND = "image-blind"
 ORACLE = "oracle"
@@ -69,29 +70,70 @@ def split_temperature_scaled(rows: Sequence[dict]) -> tuple[list[dict], list[dic
 
 
 class Predictor(Protocol):
-    """What a sampled baseline is: M sequences per item, optionally with Y_1 forced."""
+    """What a sampled baseline is: M sequences per item, optionally with Y_1 forced, and its
+    own conditionals along them (for the Rao-Blackwellized estimates)."""
+
+    def draw(self, num_samples: int, rng: np.random.Generator, first: int | None = None,
+             items: np.ndarray | None = None) -> tuple[np.ndarray, Callable[[slice], np.ndarray]]:
+        """(samples [n, M, L] int64, conditionals): ``conditionals(rows)`` gives p(y_i = a | y_<i)
+        along the samples of those items, [k, M, L, c] (``items``: only those test items)."""
 
     def sample(self, num_samples: int, rng: np.random.Generator, first: int | None = None,
                items: np.ndarray | None = None) -> np.ndarray:
-        """[N, M, L] int64 (``items``: only those rows of the test items)."""
+        """The samples of :meth:`draw` alone."""
+
+
+def rao_blackwell(samples: np.ndarray, conditionals: Callable[[slice], np.ndarray], event: int,
+                  first: int | None = None, chunk: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """The Rao-Blackwellized estimates of drawn sequences, as the model's sampler makes them.
+
+    samples [n, M, L]; conditionals(rows) -> [k, M, L, c], the predictor's p(y_i | y_<i)
+    along them (a forced Y_1 = first counts one-hot). Returns (marginals [n, L, c]: the mean
+    over the M rows, time_pmf [n, L]: the mean of 1[no event before t] p(y_t = event | ...)
+    for t < L, and T = L the rest). ``chunk`` items at a time bound the memory.
+    """
+    n, M, L = samples.shape
+    marginals, pmf = None, np.zeros((n, L))
+    for a in range(0, n, chunk):
+        rows = slice(a, min(a + chunk, n))
+        p = conditionals(rows)  # (k, M, L, c)
+        if first is not None:
+            p[:, :, 0] = np.eye(p.shape[-1])[first]
+        if marginals is None:
+            marginals = np.zeros((n, L, p.shape[-1]))
+        marginals[rows] = p.mean(axis=1)
+        hit = samples[rows] == event
+        before = np.concatenate([np.zeros_like(hit[..., :1]), np.cumsum(hit, axis=-1)[..., :-1] > 0], axis=-1)
+        pmf[rows] = (p[..., event] * ~before).mean(axis=1)
+    pmf[:, -1] = 1.0 - pmf[:, :-1].sum(axis=1)  # T = L: the event at L or none (censored)
+    return marginals, pmf
+
+
+class _Sampling:
+    """``sample`` from ``draw``, for the predictors below."""
+
+    def sample(self, num_samples, rng, first=None, items=None):
+        return self.draw(num_samples, rng, first, items)[0]
 
 
 @dataclass
-class ImageBlind:
+class ImageBlind(_Sampling):
     """The training set's empirical sequence distribution, the same for every item."""
 
     train_sequences: np.ndarray  # [N_train, L]
     num_items: int
     num_classes: int
 
-    def sample(self, num_samples, rng, first=None, items=None):
+    def draw(self, num_samples, rng, first=None, items=None):
         seqs = np.asarray(self.train_sequences, dtype=np.int64)
         if first is not None:
             seqs = seqs[seqs[:, 0] == first]
             if not len(seqs):
                 raise ValueError(f"no training sequence starts with class {first}")
         n = self.num_items if items is None else len(items)
-        return seqs[rng.integers(0, len(seqs), (n, num_samples))]  # (n, M, L)
+        pick = rng.integers(0, len(seqs), (n, num_samples))  # (n, M): which training sequences
+        table = empirical_conditionals(seqs, self.num_classes)  # (N_train', L, c)
+        return seqs[pick], lambda rows: table[pick[rows]]
 
     def marginals(self) -> np.ndarray:
         """The distribution's own per-entry class frequencies, the same for every item: [N, L, c]
@@ -101,8 +143,28 @@ class ImageBlind:
         return np.broadcast_to(freq, (self.num_items, *freq.shape))
 
 
+def empirical_conditionals(sequences: np.ndarray, num_classes: int) -> np.ndarray:
+    """p(y_i = a | y_<i) of the empirical distribution of ``sequences`` [N, L], along each of
+    them: [N, L, c] (the fraction of the sequences with the same prefix y_<i whose entry i is a).
+
+    Prefixes get integer ids entry by entry (np.unique of (prefix id, class) pairs), so the
+    table costs L passes over the N sequences.
+    """
+    seqs = np.asarray(sequences, dtype=np.int64)
+    N, L = seqs.shape
+    out = np.zeros((N, L, num_classes))
+    prefix = np.zeros(N, dtype=np.int64)  # id of y_<i (all share the empty prefix)
+    for i in range(L):
+        pair = prefix * num_classes + seqs[:, i]
+        counts = np.zeros((prefix.max() + 1, num_classes))
+        np.add.at(counts, (prefix, seqs[:, i]), 1.0)
+        out[:, i] = counts[prefix] / counts[prefix].sum(axis=1, keepdims=True)
+        prefix = np.unique(pair, return_inverse=True)[1].ravel()
+    return out
+
+
 @dataclass
-class TrueProcess:
+class TrueProcess(_Sampling):
     """The data's own generator per test item: the player's chain of each frame or the
     FaceMed chain from each subject's true age (:func:`has_oracle` says where it is known)."""
 
@@ -110,10 +172,19 @@ class TrueProcess:
     images: np.ndarray
     extras: dict
 
-    def sample(self, num_samples, rng, first=None, items=None):
+    def draw(self, num_samples, rng, first=None, items=None):
         idx = np.arange(len(self.images)) if items is None else np.asarray(items)
-        return oracle_samples(self.manifest, self.images[idx], {k: v[idx] for k, v in self.extras.items()},
-                              num_samples, rng, first=first)
+        samples = oracle_samples(self.manifest, self.images[idx], {k: v[idx] for k, v in self.extras.items()},
+                                 num_samples, rng, first=first)
+        if self.manifest.game == "facemed":
+            from .data import facemed
+
+            ages = np.asarray(self.extras["age"], dtype=np.float64)[idx]
+            return samples, lambda rows: facemed.conditionals(samples[rows], np.repeat(ages[rows, None], num_samples, 1))
+        from .data import ale
+
+        params = _player_params(self.manifest, self.images[idx], first)
+        return samples, lambda rows: ale.conditionals(params.take(np.arange(len(idx))[rows]), samples[rows])
 
     def marginals(self, first: int | None = None, items: np.ndarray | None = None) -> np.ndarray:
         """The exact P(Y_i = a | x) [n, L, c], or given Y_1 = first (entry 1 then certain)."""
@@ -134,7 +205,7 @@ class TrueProcess:
 
 
 @dataclass
-class ImageBayes:
+class ImageBayes(_Sampling):
     """FaceMed's best image-only predictor: the chain from an age drawn from its posterior
     given the face's apparent age (procedural faces store it as ``apparent_age``)."""
 
@@ -151,7 +222,7 @@ class ImageBayes:
             post /= post.sum(axis=1, keepdims=True)
         return post
 
-    def sample(self, num_samples, rng, first=None, items=None):
+    def draw(self, num_samples, rng, first=None, items=None):
         from .data import facemed
 
         idx = np.arange(len(self.looks)) if items is None else np.asarray(items)
@@ -163,7 +234,9 @@ class ImageBayes:
         else:
             rest = facemed.sample_sequences(ages + 1.0, self.length - 1, rng)
             seqs = np.concatenate([np.full((len(ages), 1), first), rest], axis=1)
-        return seqs.reshape(len(idx), num_samples, self.length)
+        samples = seqs.reshape(len(idx), num_samples, self.length)
+        ages = ages.reshape(len(idx), num_samples)  # each row's drawn age: its conditionals are the chain's at it
+        return samples, lambda rows: facemed.conditionals(samples[rows], ages[rows])
 
 
 def _check_facemed_condition(first: int) -> None:
@@ -249,11 +322,12 @@ class Scoring:
     ece_bins: int
     alpha: float
     test_items: int | None = None  # None = the whole test split
+    estimator: str = "counted"  # or "rao_blackwell", as the models' evaluation (TrainConfig.estimator)
 
     @classmethod
     def of(cls, train) -> "Scoring":
         """From a :class:`~focus_tune.config.TrainConfig`."""
-        return cls(train.num_samples, train.ece_bins, train.alpha, train.test_items)
+        return cls(train.num_samples, train.ece_bins, train.alpha, train.test_items, train.estimator)
 
 
 _SEED_TAGS = {IMAGE_BLIND: 0xB11D, ORACLE: 0x0AC1E, IMAGE_BAYES: 0xBA7E5}
@@ -287,9 +361,15 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
         rows = []
         for seed in seeds:
             rng = np.random.default_rng([seed, tag])
-            samples = predictor.sample(scoring.num_samples, rng)
-            cond_samples = None if keep is None else predictor.sample(scoring.num_samples, rng, first=cond, items=keep)
-            rows.append(row(estimates_from_samples(samples, cond_samples, event, c, scoring.alpha), seed, samples))
+            samples, along = predictor.draw(scoring.num_samples, rng)
+            given = None if keep is None else predictor.draw(scoring.num_samples, rng, first=cond, items=keep)
+            if scoring.estimator == "rao_blackwell":  # the same estimator as the models'
+                marginals, pmf = rao_blackwell(samples, along, event)
+                cond_probs = None if given is None else rao_blackwell(given[0], given[1], event, first=cond)[0][:, 1:]
+                est = estimates_from_distributions(marginals, pmf, cond_probs, scoring.alpha)
+            else:
+                est = estimates_from_samples(samples, None if given is None else given[0], event, c, scoring.alpha)
+            rows.append(row(est, seed, samples))
         return rows
 
     rows: dict[str, list[dict]] = {IMAGE_BLIND: sampled(ImageBlind(dataset.train.sequences, n, c),

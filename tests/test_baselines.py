@@ -267,3 +267,79 @@ def test_exact_estimates_give_the_true_time_to_event_distribution():
     # A subject under 40 - L never dies within L entries: T = L surely.
     young = estimates_from_marginals(facemed.exact_marginals_batch(np.array([10.0]), L), None, facemed.DEAD, 0.9)
     assert young.lo[0] == young.hi[0] == young.point[0] == L and young.time_pmf[0, -1] == 1.0
+
+
+# ----------------------------------------------------------------------------- Rao-Blackwellized baselines
+
+
+def test_empirical_conditionals_by_hand():
+    seqs = np.array([[0, 1, 2], [0, 1, 1], [0, 2, 2], [1, 1, 2]])
+    p = baselines.empirical_conditionals(seqs, 3)
+    np.testing.assert_allclose(p[:, 0], [[0.75, 0.25, 0]] * 4)  # Y_1 over all four
+    np.testing.assert_allclose(p[0, 1], [0, 2 / 3, 1 / 3])  # after 0: 1, 1, 2
+    np.testing.assert_allclose(p[3, 1], [0, 1, 0])  # after 1: only the last sequence
+    np.testing.assert_allclose(p[0, 2], [0, 0.5, 0.5])  # after 0, 1: 2 and 1
+    np.testing.assert_allclose(p[2, 2], [0, 0, 1])
+
+
+def test_facemed_and_player_conditionals_follow_their_chains(hero_smoke):
+    seqs = np.array([[0, 1, 1, 2], [0, 0, 1, 0]])
+    ages = np.array([79.0, 39.0])
+    p = facemed.conditionals(seqs, ages)
+    for n in range(2):
+        prev = facemed.HEALTHY
+        for i in range(4):
+            np.testing.assert_allclose(p[n, i], facemed.transition_matrix(ages[n] + i)[prev])
+            prev = seqs[n, i]
+    m, test = hero_smoke.manifest, hero_smoke.test
+    params = ale.params_from_manifest(test.images[:2], m)
+    s = oracle_samples(m, test.images[:2], {}, 5, np.random.default_rng(0))
+    p = ale.conditionals(params, s)
+    for n in range(2):
+        for k in range(5):
+            for i in range(m.length):
+                prev = s[n, k, i - 1] if i else None
+                if prev == ale.END:
+                    expected = np.eye(ale.END + 1)[ale.END]
+                else:
+                    h = params.hazard[n, i]
+                    if i == 0:
+                        actions = params.first[n]
+                    else:
+                        actions = (1 - params.stick[n]) * params.switch[n] + params.stick[n] * np.eye(ale.END)[prev]
+                    expected = np.append((1 - h) * actions, h)
+                np.testing.assert_allclose(p[n, k, i], expected, atol=1e-12)
+
+
+def test_rao_blackwellized_baselines_are_unbiased_and_less_noisy(facemed_smoke):
+    m, test = facemed_smoke.manifest, facemed_smoke.test
+    n, M, R = 6, 30, 40
+    truth = TrueProcess(m, np.asarray(test.images[:n]), {k: np.asarray(v[:n]) for k, v in test.extras.items()})
+    bayes = ImageBayes(np.asarray(test.extras["apparent_age"][:n]), m.length)
+    blind = ImageBlind(facemed_smoke.train.sequences, n, 3)
+    post = facemed.age_posterior(bayes.looks)
+    targets = {"oracle": (truth, truth.marginals()),
+               "image-Bayes": (bayes, np.einsum("na,alc->nlc", post,
+                                                facemed.exact_marginals_batch(np.arange(post.shape[1]), m.length))),
+               "image-blind": (blind, blind.marginals())}
+    for name, (predictor, exact) in targets.items():
+        rb, counted = [], []
+        for seed in range(R):
+            samples, along = predictor.draw(M, np.random.default_rng(seed))
+            rb.append(baselines.rao_blackwell(samples, along, facemed.DEAD, chunk=4)[0])
+            counted.append(marginal_probs(samples, 3))
+        rb, counted = np.array(rb), np.array(counted)
+        se = rb.std(axis=0, ddof=1) / np.sqrt(R) + 1e-12
+        assert np.all(np.abs(rb.mean(axis=0) - exact) <= 5 * se + 2e-3), name  # slack: rare ages never drawn
+        assert rb.var(axis=0).sum() < 0.9 * counted.var(axis=0).sum(), name
+
+
+def test_rows_with_the_rao_blackwell_estimator(facemed_smoke):
+    scoring = Scoring(num_samples=TRAIN.num_samples, ece_bins=10, alpha=0.9, estimator="rao_blackwell")
+    rows = baselines.baseline_rows(facemed_smoke, scoring, seeds=[0])
+    counted = baselines.baseline_rows(facemed_smoke, TRAIN, seeds=[0])
+    for family in ("oracle", "image-Bayes", "image-blind"):
+        r = rows[family][0]
+        assert np.isfinite(r["test/marginal/ece"]) and np.isfinite(r["test/conditional/ece"]), family
+    # The oracle's estimates move towards the truth.
+    assert rows["oracle"][0]["test/marginal/rmse"] < counted["oracle"][0]["test/marginal/rmse"]

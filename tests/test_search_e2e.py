@@ -49,15 +49,28 @@ def test_full_procedure_report_and_mlflow(uninterrupted):
         assert (report / name).stat().st_size > 0, name
     md = (report / "results.md").read_text()
     assert "time-dependent" in md and "n=3" in md
-    for baseline in ("temperature-scaled", "image-blind", "oracle"):  # rows of every table
+    for baseline in ("temperature-scaled", "image-blind", "image-Bayes", "oracle", "exact"):  # rows of every table
         assert f"| {baseline} |" in md and f"\n{baseline} " in out, baseline
     assert "ECE floor" not in md
+    # Every row has the fair scores, stored in results.csv; the sampled references have a row per final seed.
+    import csv
+
+    with (report / "results.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["stat"] == "value"]
+    for r in rows:
+        for key in ("test/marginal/ece", "test/marginal/ece_debiased", "test/marginal/overconfidence",
+                    "test/interval/interval_score", "test/interval/crps", "test/interval/coverage_age_under_40"):
+            assert r[key] != "", (r["family"], key)
+    seeds = {f: sum(r["family"] == f for r in rows) for f in ("image-blind", "image-Bayes", "oracle", "exact", "none")}
+    assert seeds == {"image-blind": 3, "image-Bayes": 3, "oracle": 3, "exact": 1, "none": 3}, seeds
+    assert "## Coverage of I_0.9 by group" in md
 
     parents, kids = children(work)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert parents[0].data.params["chosen_schedule"].startswith("l1")
     for key in ("oracle/test/marginal/ece", "image-blind/test/marginal/ce", "temperature-scaled/test/marginal/ece",
-                "none/test/marginal/leak"):
+                "none/test/marginal/leak", "exact/test/marginal/ece_debiased", "none/test/interval/interval_score",
+                "temperature-scaled/test/temperature_pooled"):
         assert key in parents[0].data.metrics, key
     kid_ids = sorted(k.data.tags["trial_id"] for k in kids)
     assert kid_ids == sorted(ids), "one child run per trial"
@@ -69,6 +82,7 @@ def test_full_procedure_report_and_mlflow(uninterrupted):
     client = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
     some = next(k for k in kids if k.data.tags["trial_id"] == "none-s0")
     assert len(client.get_metric_history(some.info.run_id, "val/ece")) >= 2, "per-epoch metrics"
+    assert len(client.get_metric_history(some.info.run_id, "val/ece_debiased")) >= 2, "the debiased ECE beside it"
     arts = {a.path for a in client.list_artifacts(parents[0].info.run_id, "report")}
     assert {"report/results.md", "report/entry_ece.png"} <= arts
     models = client.search_logged_models([parents[0].info.experiment_id],

@@ -211,6 +211,28 @@ def exact_marginals(params: PlayerParams) -> np.ndarray:
     return out
 
 
+def conditionals(params: PlayerParams, sequences: np.ndarray) -> np.ndarray:
+    """p(Y_i = a | Y_{i-1}, x) along given sequences: params of n frames, sequences [n, M, L] -> [n, M, L, 19].
+
+    Entry 1: END with the hazard, else an action from `first`; later entries: END stays
+    END; otherwise END with the hazard, else the previous action with probability `stick`
+    or a fresh draw from `switch` (the chain `sample_sequences` draws from).
+    """
+    seqs = np.asarray(sequences)
+    n, M, L = seqs.shape
+    h = params.hazard[:, None, :, None]  # (n, 1, L, 1)
+    out = np.zeros((n, M, L, END + 1))
+    out[:, :, 0, :END] = (1 - h[:, :, 0]) * params.first[:, None, :]
+    out[:, :, :, END] = params.hazard[:, None, :]
+    prev = seqs[..., :-1]  # (n, M, L-1)
+    stick = params.stick[:, None, None, None]
+    fresh = (1 - stick) * params.switch[:, None, None, :]  # (n, 1, 1, 18)
+    kept = stick * (prev[..., None] == np.arange(END))  # (n, M, L-1, 18): the previous action, held
+    out[:, :, 1:, :END] = (1 - h[:, :, 1:]) * (fresh + kept)
+    out[:, :, 1:][prev == END] = np.eye(END + 1)[END]  # END is absorbing
+    return out
+
+
 def _draw(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Inverse-CDF draw per row: cdf [N, K], u [N] -> int [N]."""
     return np.minimum((u[:, None] >= cdf).sum(axis=1), cdf.shape[1] - 1)

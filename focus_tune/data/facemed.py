@@ -68,6 +68,19 @@ def exact_marginals_batch(ages: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
+def conditionals(sequences: np.ndarray, ages: np.ndarray) -> np.ndarray:
+    """p(Y_i = a | Y_{i-1}, age) along given sequences: [..., L] states and ages [...] -> [..., L, 3].
+
+    Entry i (0-based) is reached by the transition for `age + i` from the previous entry
+    (from healthy, Y_0, at i = 0): the chain's own probability of each next state.
+    """
+    seqs = np.asarray(sequences)
+    L = seqs.shape[-1]
+    prev = np.concatenate([np.full(seqs.shape[:-1] + (1,), HEALTHY), seqs[..., :-1]], axis=-1)
+    moves = _transition_matrices(np.asarray(ages, dtype=np.float64)[..., None] + np.arange(L))  # [..., L, 3, 3]
+    return np.take_along_axis(moves, prev[..., None, None], axis=-2)[..., 0, :]
+
+
 def sample_sequences(ages: np.ndarray, length: int, rng: np.random.Generator) -> np.ndarray:
     """Draw one health trajectory per subject: ages [N] -> int64 [N, length]."""
     ages = np.asarray(ages, dtype=np.float64)
