@@ -378,25 +378,36 @@ def test_baseline_rows_in_the_csv(with_baselines):
     assert float(oracle_mean["test/marginal/ece"]) == pytest.approx(hand([0.02, 0.021, 0.019])[0])
 
 
-def test_welch_against_hand_computed_values():
-    from focus_tune.report import welch
+def test_paired_test_against_hand_computed_values():
+    from focus_tune.report import paired
 
-    # means 2 and 5, variances 1 and 1, n = 3: t = -3 / sqrt(2/3) = -3.674, df = 4 -> p = 0.02131
-    diff, p = welch([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
-    assert diff == pytest.approx(-3.0)
-    assert p == pytest.approx(0.02131, abs=2e-5)
-    # unequal variances: Welch-Satterthwaite df, not the pooled test
-    diff, p = welch([0.0, 1.0, 2.0, 3.0], [10.0, 20.0, 30.0])
-    assert diff == pytest.approx(1.5 - 20.0)
-    va, vb = statistics.variance([0, 1, 2, 3]) / 4, statistics.variance([10, 20, 30]) / 3
-    t = (1.5 - 20.0) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / 3 + vb**2 / 2)  # Welch-Satterthwaite
-    assert t == pytest.approx(-3.1845, abs=1e-4) and df == pytest.approx(2.050, abs=1e-3)
-    from scipy.stats import t as student_t
+    rows = lambda values, seeds=(0, 1, 2): [{"seed": s, "m": v} for s, v in zip(seeds, values)]
+    # per-seed differences 1, 2, 3: mean 2, SD 1, t = 2 / (1 / sqrt 3) = 3.464, df = 2 -> p = 0.07418
+    diff, p, n = paired(rows([2.0, 4.0, 6.0]), rows([1.0, 2.0, 3.0]), "m")
+    assert (diff, n) == (pytest.approx(2.0), 3)
+    assert p == pytest.approx(0.07418, abs=2e-5)
+    # pairing is by seed, not by position; a seed on one side only is left out
+    diff, p, n = paired(rows([6.0, 2.0, 4.0], seeds=(2, 0, 1)), rows([1.0, 2.0, 3.0, 9.0], seeds=(0, 1, 2, 3)), "m")
+    assert (diff, n) == (pytest.approx(2.0), 3) and p == pytest.approx(0.07418, abs=2e-5)
+    # the Welch test of the same numbers ignores the pairing and sees no difference
+    from scipy import stats
 
-    assert p == pytest.approx(2 * student_t.sf(abs(t), df))
-    assert math.isnan(welch([1.0], [2.0, 3.0])[1])  # one value: no test
-    assert math.isnan(welch([1.0, float("nan")], [2.0, 3.0])[1])  # NaN counts as no value
+    assert stats.ttest_ind([2.0, 4.0, 6.0], [1.0, 2.0, 3.0], equal_var=False).pvalue > 0.2
+    assert math.isnan(paired(rows([1.0]), rows([2.0]), "m")[1])  # one pair: no test
+    assert paired(rows([1.0, float("nan"), 3.0]), rows([0.0, 1.0, 1.0]), "m")[2] == 2  # NaN: no pair
+    assert math.isnan(paired(rows([2.0, 3.0]), rows([1.0, 2.0]), "m")[1])  # identical differences
+    assert paired(rows([]), rows([1.0]), "m") == (pytest.approx(math.nan, nan_ok=True), pytest.approx(math.nan, nan_ok=True), 0)
+
+
+def test_holm_adjustment_by_hand():
+    from focus_tune.report import holm
+
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": float("nan")})
+    # sorted 0.01, 0.03, 0.04 (m = 3): 3 * 0.01, max(0.03, 2 * 0.03), max(0.06, 1 * 0.04)
+    assert adjusted["a"] == pytest.approx(0.03) and adjusted["c"] == pytest.approx(0.06)
+    assert adjusted["b"] == pytest.approx(0.06) and math.isnan(adjusted["d"])
+    assert holm({"a": 0.6, "b": 0.7}) == {"a": pytest.approx(1.0), "b": pytest.approx(1.0)}
+    assert holm({}) == {}
 
 
 def test_differences_section_and_summary(full):
@@ -405,11 +416,16 @@ def test_differences_section_and_summary(full):
     _, report = full
     diff_rows = [line for line in section(report.markdown, "Differences from `none`").splitlines()
                  if line.startswith("| time-dependent |") or line.startswith("| constant |")]
-    assert len(diff_rows) == 2 and all("(p = " in row for row in diff_rows)
+    assert len(diff_rows) == 2 and all("(p = " in row and ", Holm " in row for row in diff_rows)
     finals = make_finals()
-    ece = {fam: [r["test/marginal/ece"] for r in finals[fam]] for fam in ("none", "time-dependent")}
-    p = report.summary["time-dependent/test/marginal/ece/welch_p_vs_none"]
-    assert p == pytest.approx(stats.ttest_ind(ece["time-dependent"], ece["none"], equal_var=False).pvalue)
+    ece = {fam: {r["seed"]: r["test/marginal/ece"] for r in finals[fam]} for fam in ("none", "time-dependent")}
+    seeds = sorted(ece["none"])
+    p = report.summary["time-dependent/test/marginal/ece/paired_p_vs_none"]
+    assert p == pytest.approx(stats.ttest_rel([ece["time-dependent"][s] for s in seeds],
+                                              [ece["none"][s] for s in seeds]).pvalue)
+    holm_p = report.summary["time-dependent/test/marginal/ece/holm_p_vs_none"]
+    ps = [v for k, v in report.summary.items() if k.endswith("/paired_p_vs_none")]
+    assert p <= holm_p <= min(1.0, len(ps) * p) + 1e-12
 
 
 def test_differences_from_a_results_csv(full, capsys):

@@ -23,8 +23,8 @@ reads ``n/a``, and a cell whose value count differs from the row's seed count sa
 package is pure (numpy, matplotlib's Agg canvas, no pyplot state), so the driver can call it
 after Ray has shut down and log :attr:`Report.summary` wherever it likes.
 
-Modules: :mod:`.columns` (families, colours, table columns), :mod:`.stats` (mean ± SE, Welch,
-summary), :mod:`.tables` (cells, tables, results.csv), :mod:`.markdown` (results.md),
+Modules: :mod:`.columns` (families, colours, table columns), :mod:`.stats` (mean ± SE, paired
+tests with Holm's correction, summary), :mod:`.tables` (cells, tables, results.csv), :mod:`.markdown` (results.md),
 :mod:`.figures` (the final models' figures), :mod:`.trace` and :mod:`.search_figure` (the
 search), :mod:`.writer` (:func:`write_report`), :mod:`.cli` (``python -m focus_tune.report``).
 """
@@ -35,7 +35,7 @@ from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS,
 from .figures import DPI
 from .markdown import BASELINE_NOTE
 from .search_figure import SEARCH_DPI, SEARCH_STYLE, plot_search
-from .stats import Stat, aggregate, differences, welch
+from .stats import Difference, Stat, aggregate, differences, holm, paired
 from .tables import read_finals
 from .trace import SEARCH_JSON, search_trace
 from .writer import Report, write_report
@@ -44,5 +44,5 @@ __all__ = [
     "BASELINE_NOTE", "BASELINE_SCHEDULES", "BASELINES", "COMPARED", "COMPARED_COLUMNS", "CONDITIONAL",
     "COVERAGE_TARGET", "DPI", "FAMILIES", "FAMILY_COLORS", "INTERVAL", "MARGINAL", "NA", "PER_ENTRY_KEY",
     "REFERENCES", "SEARCH_DPI", "SEARCH_JSON", "SEARCH_STYLE", "Column", "Report", "Stat", "aggregate",
-    "differences", "main", "plot_search", "read_finals", "search_trace", "welch", "write_report",
+    "Difference", "differences", "holm", "main", "paired", "plot_search", "read_finals", "search_trace", "write_report",
 ]

@@ -72,24 +72,33 @@ def _section(title: str, columns: Sequence[Column], families: Sequence[str], fin
 
 
 def difference_lines(families: Sequence[str], finals: Mapping) -> list[str]:
-    """The 'Differences from `none`' section: mean differences and Welch p-values ([] if none)."""
+    """The 'Differences from `none`' section: paired mean differences, p-values and Holm-adjusted
+    p-values ([] if none)."""
     diffs = differences(families, finals)
     compared = [f for f in COMPARED if f in families and any(k.startswith(f + "/") for k in diffs)]
     if not compared:
         return []
     cols = [c for c in COMPARED_COLUMNS if any(f"{f}/{c.key}" in diffs for f in compared)]
+    n_tests = sum(math.isfinite(d.p) for d in diffs.values())
     lines = ["## Differences from `none`", "",
-             "Mean difference (family - none) over seeds and the two-sided Welch t-test p-value "
-             "(with 3 seeds a test has little power: a large p says the seeds do not separate the "
-             "families, not that they are equal).", "",
+             "Mean difference (family - none) over the seeds the two share, the two-sided paired "
+             "t-test p-value (seed s of every family starts from the same weights, batch order and "
+             "Monte Carlo uniforms) and, after it, the p-value Holm-adjusted over the "
+             f"{n_tests} tests of this table; a difference is significant at 0.05 only where the "
+             "adjusted value is below 0.05. With 3 seeds a test has little power: a large p says the "
+             "seeds do not separate the families, not that they are equal.", "",
              "| family | " + " | ".join(c.label for c in cols) + " |",
              "|---|" + "---:|" * len(cols)]
     for f in compared:
         cells = []
         for c in cols:
-            diff, p = diffs.get(f"{f}/{c.key}", (math.nan, math.nan))
-            cells.append(NA if not math.isfinite(diff) else
-                         f"{diff:+.{c.decimals}f} (p = {p:.3f})" if math.isfinite(p) else f"{diff:+.{c.decimals}f} (p n/a)")
+            d = diffs.get(f"{f}/{c.key}")
+            if d is None:
+                cells.append(NA)
+                continue
+            mark = "**" if d.holm < 0.05 else ""
+            cells.append(f"{mark}{d.diff:+.{c.decimals}f}{mark} (p = {d.p:.3f}, Holm {d.holm:.2f})"
+                         if math.isfinite(d.p) else f"{d.diff:+.{c.decimals}f} (p n/a)")
         lines.append(f"| {f} | " + " | ".join(cells) + " |")
     return lines + [""]
 

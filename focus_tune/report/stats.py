@@ -1,6 +1,16 @@
-"""NaN-aware statistics over seeds: mean ± SE, Welch tests against ``none``, the summary.
+"""NaN-aware statistics over seeds: mean ± SE, paired tests against ``none`` with Holm's
+correction, the summary.
 
 A missing key, None, a boolean or a NaN counts as no value.
+
+The families' finals share their seeds: the final of seed s of every family starts from the
+same initial weights, sees the batches in the same order and is tested with the same Monte
+Carlo uniforms (``temperature-scaled`` is the ``none`` final of that seed itself). So a
+family is compared with ``none`` seed by seed (a paired t-test on the per-seed differences),
+which removes the part of the seed-to-seed spread the two share; an unpaired (Welch) test
+would count it as noise. The differences table makes many tests at once (families x
+metrics), so each p-value is also given Holm-adjusted over the whole table (family-wise
+error at the stated level).
 """
 
 from __future__ import annotations
@@ -12,6 +22,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .columns import COMPARED, COMPARED_COLUMNS, CONDITIONAL, INTERVAL, MARGINAL
+
+
+P_KEYS = ("paired_p_vs_none", "holm_p_vs_none")  # the summary's p-value suffixes
 
 
 @dataclass(frozen=True)
@@ -60,33 +73,59 @@ def stat(rows: Sequence[Mapping[str, Any]], key: str) -> Stat:
     return Stat(mean, se, int(finite(values).size))
 
 
-def welch(a: Iterable[Any], b: Iterable[Any]) -> tuple[float, float]:
-    """(mean(a) - mean(b), two-sided Welch t-test p-value) over the finite values.
+@dataclass(frozen=True)
+class Difference:
+    """A family's paired difference to ``none`` on one metric."""
 
-    The p-value is NaN with fewer than two values on either side or no spread at all.
+    diff: float  # mean over the shared seeds of (family - none)
+    p: float  # two-sided paired t-test p-value (NaN: fewer than 2 pairs, or no spread)
+    holm: float  # p Holm-adjusted over the table's tests (NaN where p is)
+    pairs: int  # seeds with a finite value on both sides
+
+
+def paired(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key: str) -> tuple[float, float, int]:
+    """(mean difference a - b, two-sided paired t-test p-value, pairs) of ``key`` over the
+    seeds present in both row lists with a finite value on both sides (rows match by their
+    ``seed``). The p-value is NaN with fewer than two pairs or identical differences; the
+    difference is NaN without a pair.
     """
     from scipy import stats
 
-    x, y = finite(a), finite(b)
-    if x.size == 0 or y.size == 0:
-        return math.nan, math.nan
-    diff = float(x.mean() - y.mean())
-    if x.size < 2 or y.size < 2 or (x.std() == 0 and y.std() == 0):
-        return diff, math.nan
-    return diff, float(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    b_by_seed = {row.get("seed"): to_float(row.get(key)) for row in b}
+    pairs = [(to_float(row.get(key)), b_by_seed.get(row.get("seed"), math.nan)) for row in a]
+    pairs = [(x, y) for x, y in pairs if math.isfinite(x) and math.isfinite(y)]
+    if not pairs:
+        return math.nan, math.nan, 0
+    d = np.array([x - y for x, y in pairs])
+    if d.size < 2 or np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):  # no spread: no test
+        return float(d.mean()), math.nan, int(d.size)
+    return float(d.mean()), float(stats.ttest_1samp(d, 0.0).pvalue), int(d.size)
 
 
-def differences(families: Sequence[str], finals: Mapping) -> dict[str, tuple[float, float]]:
-    """{"<family>/<key>": (mean difference to none, Welch p)} for the compared families."""
+def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
+    """Holm's step-down adjustment of a family of p-values: the i-th smallest of m finite
+    p-values becomes max_{j <= i} min(1, (m - j + 1) p_(j)). NaN stays NaN and is not counted."""
+    ranked = sorted((p, k) for k, p in pvalues.items() if math.isfinite(p))
+    m, running, out = len(ranked), 0.0, {k: math.nan for k in pvalues}
+    for i, (p, k) in enumerate(ranked):
+        running = max(running, min(1.0, (m - i) * p))
+        out[k] = running
+    return out
+
+
+def differences(families: Sequence[str], finals: Mapping) -> dict[str, Difference]:
+    """{"<family>/<key>": :class:`Difference` to none} for the compared families and columns,
+    paired by seed, Holm-adjusted over all of them together."""
     if "none" not in families:
         return {}
-    out = {}
+    raw = {}
     for f in (f for f in COMPARED if f in families):
         for col in COMPARED_COLUMNS:
-            diff, p = welch((r.get(col.key) for r in finals[f]), (r.get(col.key) for r in finals["none"]))
+            diff, p, n = paired(finals[f], finals["none"], col.key)
             if math.isfinite(diff):
-                out[f"{f}/{col.key}"] = (diff, p)
-    return out
+                raw[f"{f}/{col.key}"] = (diff, p, n)
+    adjusted = holm({k: p for k, (_, p, _) in raw.items()})
+    return {k: Difference(diff, p, adjusted[k], n) for k, (diff, p, n) in raw.items()}
 
 
 def metric_keys(rows: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -101,14 +140,16 @@ def metric_keys(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def summary(families: Sequence[str], finals: Mapping) -> dict[str, float]:
     """Per-family means of every numeric ``test/...`` metric (finite ones only), keyed
-    ``<family>/<metric>``, and the finite Welch p-values, keyed ``<family>/<metric>/welch_p_vs_none``."""
+    ``<family>/<metric>``, and the finite p-values of the differences, keyed
+    ``<family>/<metric>/paired_p_vs_none`` and (Holm-adjusted) ``.../holm_p_vs_none``."""
     out: dict[str, float] = {}
     for f in families:
         for key in metric_keys(finals[f]):
             mean, _ = aggregate(row.get(key) for row in finals[f])
             if key.startswith("test/") and math.isfinite(mean):
                 out[f"{f}/{key}"] = mean
-    for name, (_, p) in differences(families, finals).items():
-        if math.isfinite(p):
-            out[f"{name}/welch_p_vs_none"] = p
+    for name, d in differences(families, finals).items():
+        if math.isfinite(d.p):
+            out[f"{name}/{P_KEYS[0]}"] = d.p
+            out[f"{name}/{P_KEYS[1]}"] = d.holm
     return out

@@ -77,6 +77,7 @@ def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Pat
     from ray import tune
 
     from ..model_io import build_model, save_model
+    from ..report.stats import P_KEYS
     from ..trainable import load_checkpoint
 
     sources = {t.trial_id: t.source_trial for t in plan.all_trials(state.results)}
@@ -93,5 +94,5 @@ def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Pat
                                   "class_names": list(manifest.class_names), "length": manifest.length,
                                   "image_shape": list(manifest.image_shape)})
         metrics = {k: v for k, v in summary.items()
-                   if k.startswith(f"{family}/test/") and not k.endswith("/welch_p_vs_none")}
+                   if k.startswith(f"{family}/test/") and not k.endswith(P_KEYS)}
         tracker.log_model(saved, name=f"model-{family}", metrics=metrics)
