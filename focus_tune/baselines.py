@@ -20,8 +20,12 @@ baseline's numbers carry the same Monte Carlo noise as a model's:
   chain from that age. This, not the oracle, is the target of a simulator on FaceMed.
 * ``exact``: the true marginals and time-to-event distribution, no sampling: the
   calibrated reference (its ECE is the floor that finite test data put under any predictor).
+  Where the true process is known, the row also carries the labels' own noise
+  (:func:`focus_tune.metrics.label_noise`: the SD of its ECE and debiased squared ECE over
+  label sequences redrawn for the same items).
 * ``temperature-scaled``: the unregularized final model with one temperature chosen on
-  validation (no retraining; :mod:`focus_tune.temperature`), sampled in the trainable.
+  validation (no retraining; :mod:`focus_tune.temperature`; T = 1 unless another beats it by
+  twice the noise), sampled in the trainable with the unscaled evaluation's uniforms.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from . import montecarlo
+from . import metrics, montecarlo
 from .train import (Estimates, condition_items, estimates_from_distributions, estimates_from_marginals,
                     estimates_from_samples, score, test_result)
 
@@ -330,7 +334,8 @@ class Scoring:
         return cls(train.num_samples, train.ece_bins, train.alpha, train.test_items, train.estimator)
 
 
-_SEED_TAGS = {IMAGE_BLIND: 0xB11D, ORACLE: 0x0AC1E, IMAGE_BAYES: 0xBA7E5}
+_SEED_TAGS = {IMAGE_BLIND: 0xB11D, ORACLE: 0x0AC1E, IMAGE_BAYES: 0xBA7E5, EXACT: 0xE8AC7}
+
 
 
 def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, list[dict]]:
@@ -381,7 +386,10 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
         truth = TrueProcess(m, np.asarray(test.images[:n]), extras)
         rows[ORACLE] = sampled(truth, _SEED_TAGS[ORACLE])
         cond_exact = None if keep is None else truth.marginals(first=cond, items=keep)[:, 1:]
-        rows[EXACT] = [row(estimates_from_marginals(truth.marginals(), cond_exact, event, scoring.alpha), None)]
+        exact_probs = truth.marginals()
+        rng = np.random.default_rng(_SEED_TAGS[EXACT])
+        noise = metrics.label_noise(exact_probs, lambda: truth.draw(1, rng)[0][:, 0])
+        rows[EXACT] = [{**row(estimates_from_marginals(exact_probs, cond_exact, event, scoring.alpha), None), **noise}]
     elif exact is not None:  # exact marginals stored without a process: no conditional
         rows[EXACT] = [row(estimates_from_marginals(exact, None, event, scoring.alpha), None)]
     return rows

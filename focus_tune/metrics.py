@@ -73,6 +73,9 @@ from __future__ import annotations
 import numpy as np
 
 CE_EPS = 1e-3
+LABEL_REDRAWS = 30  # label draws behind :func:`label_noise`
+# Result keys of :func:`label_noise` (on the ``exact`` row of a report).
+LABEL_SD_KEYS = ("test/marginal/ece_label_sd", "test/marginal/ece_debiased_sq_label_sd")
 
 
 def _check_probs_labels(probs: np.ndarray, labels: np.ndarray, ndim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,6 +131,15 @@ def ece(probs, labels, n_bins: int = 10) -> float:
     conf = probs.max(axis=1)
     correct = (probs.argmax(axis=1) == labels).astype(np.float64)
     return float(_ece_columns(conf[:, None], correct[:, None], n_bins)[0])
+
+
+def sequence_ece(probs, labels, n_bins: int = 10) -> float:
+    """The sequence-level ECE of :func:`sequence_metrics` alone (the mean over entries of the
+    entry-level :func:`ece`): probs [N, L, c], labels [N, L]."""
+    probs, labels = _check_probs_labels(probs, labels, 3)
+    conf = probs.max(axis=2)
+    correct = (probs.argmax(axis=2) == labels).astype(np.float64)
+    return float(_ece_columns(conf, correct, n_bins).mean())
 
 
 def _ece_debiased_columns(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> np.ndarray:
@@ -339,3 +351,24 @@ def rmse_to_truth(probs, exact) -> float:
     """Sequence-level RMSE to the exact probabilities (App. D.1): the mean over entries of
     :func:`rmse_per_entry` (the RMSE is taken per entry, then averaged, not pooled)."""
     return float(rmse_per_entry(probs, exact).mean())
+
+
+def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS) -> dict[str, float]:
+    """How far the labels alone move a predictor's sequence-level calibration scores.
+
+    ``probs`` [N, L, c] stay fixed; ``draw_labels()`` returns a fresh [N, L] label draw for the
+    same items from their true process (for the exact marginals: the spread of a calibrated
+    predictor's scores over test sets of these items). Returns the standard deviations over
+    ``redraws`` draws of the sequence-level ``ece`` and ``ece_debiased_sq``, keyed by
+    :data:`LABEL_SD_KEYS`. The labels are drawn whole (a sequence that has ended stays ended),
+    so the spread is that of real test sets, 2-3x that of labels drawn independently per
+    entry (benchmarks/bench_label_noise.py).
+    """
+    if redraws < 2:
+        raise ValueError(f"label_noise needs at least 2 redraws, got {redraws}")
+    scores = []
+    for _ in range(redraws):
+        out = sequence_metrics(probs, draw_labels())
+        scores.append((out["ece"], out["ece_debiased_sq"]))
+    return dict(zip(LABEL_SD_KEYS, map(float, np.std(np.array(scores), axis=0, ddof=1))))
+

@@ -22,10 +22,11 @@ The fits (each returns a :class:`TemperatureFit`):
   entry has at least ``min_rows`` of them; the pooled temperature elsewhere.
 * :func:`choose_on_grid`: one temperature picked on a grid (:data:`GRID`) by any score (the
   search's way of choosing lambda: the validation sampled marginal ECE); the scoring is the
-  caller's. This is the product's temperature-scaled baseline (focus_tune/trainable.py):
-  on the quick H.E.R.O. model both NLL fits sampled a worse test ECE than T = 1
-  (docs/results/temperature/README.md), because a teacher-forced NLL optimum is not the
-  optimum of the sampled marginals.
+  caller's, and so is the noise of a score difference (:func:`paired_bootstrap_se`): T = 1
+  stays unless another temperature beats it by more than twice that. This is the product's
+  temperature-scaled baseline (focus_tune/trainable.py): on the quick H.E.R.O. model both NLL
+  fits sampled a worse test ECE than T = 1 (docs/results/temperature/README.md), because a
+  teacher-forced NLL optimum is not the optimum of the sampled marginals.
 
 Every fit says how many of its temperatures sit at a bound of the search interval, so a
 report can never show a bounded temperature as if it were an optimum.
@@ -62,6 +63,8 @@ class TemperatureFit:
     method: "pooled", "per-entry", "grid" (or a caller's name).
     bounds: the (low, high) interval the fit searched.
     scores: for a grid choice, {candidate T: score}; empty otherwise.
+    margin, margin_se: for a grid choice with a noise guard, score(T = 1) - score(best
+        candidate) and its standard error (NaN otherwise; 0 margin when T = 1 was best).
     """
 
     temperature: np.ndarray
@@ -72,6 +75,8 @@ class TemperatureFit:
     method: str
     bounds: tuple[float, float] = BOUNDS
     scores: dict = field(default_factory=dict)
+    margin: float = float("nan")
+    margin_se: float = float("nan")
 
     @property
     def pooled_at_bound(self) -> bool:
@@ -86,6 +91,8 @@ class TemperatureFit:
             "temperature_mean": float(self.temperature.mean()),
             "temperature_min": float(self.temperature.min()),
             "temperature_max": float(self.temperature.max()),
+            "temperature_margin": float(self.margin),
+            "temperature_margin_se": float(self.margin_se),
         }
 
 
@@ -145,22 +152,49 @@ def fit_per_entry(logits, labels, event: int, min_rows: int = MIN_LIVE_ROWS, bou
 
 
 def choose_on_grid(score: Callable[[float], float], grid: Iterable[float], length: int,
-                   live_rows: np.ndarray | None = None) -> TemperatureFit:
+                   live_rows: np.ndarray | None = None,
+                   margin_se: Callable[[float, float], float] | None = None, z: float = 2.0) -> TemperatureFit:
     """One temperature chosen on ``grid`` by the lowest ``score(T)`` (e.g. validation sampled ECE).
 
     ``length`` L sizes the returned vector; ties go to the candidate closest to T = 1 (no
-    change). A choice at the smallest or largest grid value counts as at a bound (L entries),
-    since the optimum may lie beyond the grid.
+    change). With ``margin_se(best, 1.0)``, the standard error of score(1.0) - score(best)
+    (e.g. a paired bootstrap over the validation items), the best candidate replaces T = 1
+    (which must be on the grid) only if it beats it by more than ``z`` of those: a choice
+    among noisy scores otherwise follows the noise (on the quick H.E.R.O. models the grid's
+    scores differed by 0.0003-0.0015 around T = 1, less than the validation noise). A choice at
+    the smallest or largest grid value counts as at a bound (L entries), since the optimum
+    may lie beyond the grid. ``scores`` of the fit holds every candidate's score and, with
+    ``margin_se``, the fit's ``margin`` and ``margin_se`` say by how much the best beat T = 1.
     """
     grid = sorted(float(g) for g in grid)
     if not grid or min(grid) <= 0:
         raise ValueError(f"the grid needs positive temperatures, got {grid}")
+    if margin_se is not None and 1.0 not in grid:
+        raise ValueError(f"a choice against T = 1 needs 1.0 on the grid, got {grid}")
     scores = {g: float(score(g)) for g in grid}
     best = min(grid, key=lambda g: (scores[g], abs(np.log(g))))
+    margin = se = float("nan")
+    if margin_se is not None:
+        margin, se = scores[1.0] - scores[best], (0.0 if best == 1.0 else float(margin_se(best, 1.0)))
+        if best != 1.0 and not margin > z * se:
+            best = 1.0
     edge = len(grid) > 1 and best in (grid[0], grid[-1])
     live = np.zeros(length, dtype=np.int64) if live_rows is None else np.asarray(live_rows, dtype=np.int64)
     return TemperatureFit(np.full(length, best), best, length if edge else 0, live, np.zeros(length, dtype=bool),
-                          "grid", (grid[0], grid[-1]), scores)
+                          "grid", (grid[0], grid[-1]), scores, margin, se)
+
+
+def paired_bootstrap_se(stat: Callable[[np.ndarray], float], a, b, n_items: int, reps: int = 200,
+                        seed: int = 0) -> float:
+    """Standard error of stat(a, items) - stat(b, items) over ``reps`` bootstrap resamples of the
+    ``n_items`` items, the same resample for both (paired): ``stat(x, idx)`` scores candidate x
+    on the items idx (with repeats)."""
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(reps):
+        idx = rng.integers(0, n_items, n_items)
+        diffs.append(stat(a, idx) - stat(b, idx))
+    return float(np.std(diffs, ddof=1))
 
 
 # ----------------------------------------------------------------------------- internals

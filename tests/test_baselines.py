@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+
+from focus_tune.metrics import LABEL_SD_KEYS
 import pytest
 
 from focus_tune import baselines
@@ -158,6 +160,10 @@ def test_baseline_rows_on_a_dataset_with_truth(facemed_smoke):
     assert oracle[0]["test/marginal/ece"] != oracle[1]["test/marginal/ece"]  # seeds differ
     assert blind[0]["test/marginal/ece"] != blind[1]["test/marginal/ece"]  # the blind row is sampled too
     assert rows["exact"][0]["test/marginal/rmse"] < 1e-6  # the stored truth is float32
+    # The labels' own noise rides on the exact row only (redrawn sequences of the same items).
+    sd_ece, sd_sq = (rows["exact"][0][k] for k in LABEL_SD_KEYS)
+    assert 0 < sd_ece < 1 and 0 < sd_sq < 1  # a smoke split has few items: large, but finite
+    assert not any(k in rows["oracle"][0] for k in LABEL_SD_KEYS)
     # Truth, then the best image-only predictor, then no image: further and further from the truth.
     rmse = {f: np.mean([r["test/marginal/rmse"] for r in rows[f]]) for f in ("oracle", "image-Bayes", "image-blind")}
     assert rmse["oracle"] < rmse["image-Bayes"] < rmse["image-blind"], rmse

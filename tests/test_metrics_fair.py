@@ -10,7 +10,8 @@ import itertools
 import numpy as np
 import pytest
 
-from focus_tune.metrics import crps, ece, ece_debiased, ece_debiased_squared, interval_metrics, sequence_metrics, signed_root
+from focus_tune.metrics import (LABEL_SD_KEYS, crps, ece, ece_debiased, ece_debiased_squared, interval_metrics, label_noise,
+                                sequence_metrics, signed_root)
 from focus_tune.montecarlo import interval, time_pmf
 from focus_tune.reference import (
     naive_crps,
@@ -220,3 +221,19 @@ def test_time_pmf_counts_sampled_times():
         time_pmf(np.array([[6, 1]]), 5)
     with pytest.raises(ValueError, match=r"\[N, M\]"):
         time_pmf(np.array([1, 2]), 5)
+
+
+def test_label_noise_is_the_spread_of_the_scores_over_the_draws():
+    rng = np.random.default_rng(5)
+    probs = rng.dirichlet(np.ones(3), size=(60, 4))
+    draws = [rng.integers(0, 3, (60, 4)) for _ in range(3)]
+    it = iter(draws)
+    noise = label_noise(probs, lambda: next(it), redraws=3)
+    by_hand = [sequence_metrics(probs, y) for y in draws]
+    for key, name in zip(LABEL_SD_KEYS, ("ece", "ece_debiased_sq")):
+        assert noise[key] == pytest.approx(np.std([m[name] for m in by_hand], ddof=1))
+    with pytest.raises(ValueError, match="2 redraws"):
+        label_noise(probs, lambda: draws[0], redraws=1)
+    same = label_noise(probs, lambda: draws[0], redraws=4)  # the same labels every time: no spread
+    assert all(v == 0 for v in same.values())
+

@@ -474,3 +474,15 @@ def test_signed_columns_rank_by_distance_from_zero_and_groups_get_a_table(tmp_pa
     assert groups["time-dependent"]["age over 80"].startswith("**0.8500**") and "age under 40" in groups["none"]
     assert "ECE-db" in report.table  # the printed table shows the optional column where it has values
     assert "IS" not in report.table.split("Time to event")[1].split("\n")[1]  # and hides it where none does
+
+
+def test_label_noise_paragraph_from_the_exact_row():
+    from focus_tune.metrics import LABEL_SD_KEYS
+    from focus_tune.report.markdown import label_noise_lines
+
+    assert label_noise_lines({"none": [{"seed": 0}]}) == []  # no exact row: no paragraph
+    assert label_noise_lines({"exact": [{"seed": None, "test/marginal/ece": 0.01}]}) == []  # no keys
+    row = {"seed": None, LABEL_SD_KEYS[0]: 0.0013, LABEL_SD_KEYS[1]: 1.44e-4}
+    text = " ".join(label_noise_lines({"exact": [row]}))
+    assert "SD 0.0013" in text and "SD 1.4e-04" in text and "0 ± 0.0120" in text  # sqrt(1.44e-4)
+

@@ -64,13 +64,17 @@ def test_full_procedure_report_and_mlflow(uninterrupted):
     seeds = {f: sum(r["family"] == f for r in rows) for f in ("image-blind", "image-Bayes", "oracle", "exact", "none")}
     assert seeds == {"image-blind": 3, "image-Bayes": 3, "oracle": 3, "exact": 1, "none": 3}, seeds
     assert "## Coverage of I_0.9 by group" in md
+    exact = next(r for r in rows if r["family"] == "exact")
+    assert float(exact["test/marginal/ece_label_sd"]) > 0 and "Label noise. With the test items fixed" in md
+    assert ", Holm " in md  # the differences are paired and adjusted
 
     parents, kids = children(work)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert parents[0].data.params["chosen_schedule"].startswith("l1")
     for key in ("oracle/test/marginal/ece", "image-blind/test/marginal/ce", "temperature-scaled/test/marginal/ece",
                 "none/test/marginal/leak", "exact/test/marginal/ece_debiased", "none/test/interval/interval_score",
-                "temperature-scaled/test/temperature_pooled"):
+                "temperature-scaled/test/temperature_pooled", "temperature-scaled/test/temperature_margin",
+                "exact/test/marginal/ece_debiased_sq_label_sd"):
         assert key in parents[0].data.metrics, key
     kid_ids = sorted(k.data.tags["trial_id"] for k in kids)
     assert kid_ids == sorted(ids), "one child run per trial"

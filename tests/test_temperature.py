@@ -9,7 +9,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
 from focus_tune import montecarlo
-from focus_tune.temperature import BOUNDS, choose_on_grid, fit_per_entry, fit_pooled, live_mask
+from focus_tune.temperature import BOUNDS, choose_on_grid, fit_per_entry, fit_pooled, live_mask, paired_bootstrap_se
 from focus_tune.train import Split, draw_samples, evaluate, teacher_forced_logits
 
 from chain import chain_simulator, draw_chain
@@ -129,6 +129,40 @@ def test_choose_on_grid():
     assert choose_on_grid(lambda t: 0.0, [0.5, 1.0, 2.0], 3).pooled == 1.0
     edge = choose_on_grid(lambda t: -t, [0.9, 1.1], 3)
     assert edge.pooled == 1.1 and edge.at_bound == 3
+    assert np.isnan(edge.margin) and np.isnan(edge.margin_se)  # no noise guard asked
+
+
+def test_choose_on_grid_keeps_t_1_unless_the_margin_beats_the_noise():
+    score = {0.9: 0.0193, 1.0: 0.0208, 1.1: 0.0225}.get  # quick H.E.R.O. seed 0's validation ECEs
+    asked = []
+
+    def se(best, one):
+        asked.append((best, one))
+        return 0.001
+
+    kept = choose_on_grid(score, [0.9, 1.0, 1.1], 4, margin_se=se)  # margin 0.0015 < 2 x 0.001
+    assert kept.pooled == 1.0 and asked == [(0.9, 1.0)]
+    assert kept.margin == pytest.approx(0.0015) and kept.margin_se == 0.001
+    assert kept.summary()["temperature_margin"] == pytest.approx(0.0015)
+    moved = choose_on_grid(score, [0.9, 1.0, 1.1], 4, margin_se=lambda b, o: 0.0007)  # 0.0015 > 0.0014
+    assert moved.pooled == 0.9 and moved.at_bound == 4  # 0.9 is the grid's edge
+    looser = choose_on_grid(score, [0.9, 1.0, 1.1], 4, margin_se=lambda b, o: 0.001, z=1.0)
+    assert looser.pooled == 0.9
+    best_is_one = choose_on_grid(lambda t: abs(t - 1), [0.9, 1.0, 1.1], 2, margin_se=lambda b, o: 1 / 0)
+    assert best_is_one.pooled == 1.0 and best_is_one.margin == 0.0 and best_is_one.margin_se == 0.0
+    with pytest.raises(ValueError, match="1.0 on the grid"):
+        choose_on_grid(score, [0.9, 1.1], 4, margin_se=se)
+
+
+def test_paired_bootstrap_se_matches_the_standard_error_of_a_mean_difference():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0, 1, 400), rng.normal(0, 1, 400)
+    shared = rng.normal(0, 5, 400)  # common to both candidates: pairing must cancel it
+    x, y = a + shared, b + shared
+    se = paired_bootstrap_se(lambda v, idx: v[idx].mean(), x, y, 400, reps=2000, seed=1)
+    assert se == pytest.approx(np.std(x - y, ddof=1) / np.sqrt(400), rel=0.1)
+    unpaired = np.sqrt(x.var(ddof=1) / 400 + y.var(ddof=1) / 400)
+    assert se < unpaired / 3
 
 
 FAST = np.array([[0.65, 0.05, 0.3], [0.05, 0.65, 0.3], [0.0, 0.0, 1.0]])  # class 2 absorbing, hazard 0.3
@@ -199,7 +233,7 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
     with torch.no_grad():
         sim.head.weight.mul_(0.5)
         sim.head.bias.mul_(0.5)
-    n, L, event = 100, 40, 2
+    n, L, event = 400, 40, 2
 
     def split(name, seed):
         seq = draw_chain(n, 1, L, np.random.default_rng(seed), P=FAST)[:, 0]
@@ -224,3 +258,14 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
     grid = files["test/temperature-scaled/per_entry"]["temperature_grid"]
     assert grid["T"] == list(GRID) and len(grid["val_ece"]) == len(GRID)
     assert min(grid["val_ece"]) == grid["val_ece"][list(GRID).index(t)]
+    margin, se = out["test/temperature-scaled/temperature_margin"], out["test/temperature-scaled/temperature_margin_se"]
+    assert margin > 2 * se > 0  # the cooler T had to beat T = 1 by twice the noise of the difference
+
+    # The chain itself (calibrated): no candidate beats T = 1 beyond the noise, so T = 1 stays
+    # and the row repeats the unscaled one exactly (the same uniforms, the same model).
+    calibrated = _test_metrics(chain_simulator(P=FAST), {"val": split("val", 1), "test": split("test", 2)}, job,
+                               common, "cpu", str(tmp_path))
+    assert calibrated["test/temperature-scaled/temperature_pooled"] == 1.0
+    assert calibrated["test/temperature-scaled/temperature_at_bound"] == 0
+    for key in ("marginal/ece", "marginal/ece_debiased", "marginal/ce", "interval/coverage", "interval/interval_score"):
+        assert calibrated[f"test/temperature-scaled/{key}"] == calibrated[f"test/{key}"]

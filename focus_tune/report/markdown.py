@@ -7,7 +7,8 @@ from typing import Mapping, Sequence
 
 from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, COVERAGE_TARGET,
                       INTERVAL, MARGINAL, NA, Column, group_columns)
-from .stats import differences
+from ..metrics import LABEL_REDRAWS, LABEL_SD_KEYS
+from .stats import differences, to_float
 from .tables import all_na, markdown_table, plain_table, shown_columns
 from .trace import search_lines
 
@@ -15,7 +16,8 @@ BASELINE_NOTE = (
     "Rows. Every sampled row draws M sequences per test item and goes through the models' own "
     "estimator and metrics (same M, same bins), so it carries the same Monte Carlo noise: "
     "*temperature-scaled* is the `none` final of each seed with one temperature chosen on a grid by "
-    "the validation sampled ECE (as the search chooses lambda; T = 1 is on the grid), no retraining; *image-blind* draws each item's M sequences from the training sequences "
+    "the validation sampled ECE (as the search chooses lambda; T = 1 unless another temperature beats it by twice "
+    "the noise of the difference), no retraining, tested with the unscaled row's uniforms; *image-blind* draws each item's M sequences from the training sequences "
     "(no image); *image-Bayes* (procedural FaceMed) draws an age from its posterior given the face's "
     "apparent age, then the chain: the best any image-only simulator can do, and so the target there; "
     "*oracle* samples the true process given the hidden truth (on the Atari data the frame fixes the "
@@ -29,6 +31,20 @@ BASELINE_NOTE = (
     "*leak*: the fraction of sampled sequences that leave the event class after reaching it; "
     "*p(stay)*: the model's mean teacher-forced p(event -> event) on the test sequences."
 )
+
+
+def label_noise_lines(finals: Mapping) -> list[str]:
+    """One paragraph on how much the test labels alone move a calibrated predictor's scores
+    (the ``exact`` row's label-noise keys, :func:`focus_tune.baselines.label_noise`); [] without them."""
+    row = (finals.get("exact") or [{}])[0]
+    sd_ece, sd_sq = (to_float(row.get(k)) for k in LABEL_SD_KEYS)
+    if not (math.isfinite(sd_ece) and math.isfinite(sd_sq)):
+        return []
+    return [f"Label noise. With the test items fixed and their label sequences redrawn {LABEL_REDRAWS} times from "
+            f"the true process, the exact probabilities' ECE varies with SD {sd_ece:.4f} and their debiased squared "
+            f"ECE with SD {sd_sq:.1e}: a calibrated predictor reads *ECE debiased* 0 ± {math.sqrt(sd_sq):.4f} "
+            "on these items. Every row is scored on the same stored labels, so read a row against `exact` "
+            "(and the families against each other), not against 0.", ""]
 
 
 def _header_lines(game: str, profile: str) -> list[str]:
@@ -131,6 +147,7 @@ def results_markdown(game: str, profile: str, families: Sequence[str], skipped: 
     lines += _section("Marginal", marginal, families, finals, "No marginal results.")
     if any(f in BASELINES for f in families):
         lines += [BASELINE_NOTE, ""]
+    lines += label_noise_lines(finals)
     lines += _section(f"Conditional on entry 1 = {condition}", CONDITIONAL, families, finals,
                       "No conditional results: the condition was not evaluated or no test item meets it.")
     lines += _section(f"Time to event, I_{COVERAGE_TARGET}", shown_columns(INTERVAL, families, finals), families,
