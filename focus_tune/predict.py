@@ -1,10 +1,14 @@
 """Use a searched model: ``python -m focus_tune.predict --model URI IMAGE_OR_FOLDER...``.
 
 For every input image, M sequences are sampled from the simulator (``train.draw_samples``,
-the sampler of the search) and turned into the paper's Monte Carlo estimates
-(``montecarlo``): the marginal probability of every class at every entry, the same given a
-prefix of the first entries (``--prefix``, exact conditioning: the prefix is forced while
-sampling), and the time to the event (END / dead) with its interval I_alpha.
+the sampler of the search) and turned into Monte Carlo estimates: the marginal probability
+of every class at every entry, the same given a prefix of the first entries (``--prefix``,
+exact conditioning: the prefix is forced while sampling), and the time to the event (END /
+dead) with its interval I_alpha. ``--estimator rao_blackwell`` (the default) averages the
+model's own conditionals p(y_i | x, sampled y_<i) over the M draws, unbiased and less noisy
+than counting (docs/BENCHMARKS.md); ``--estimator counted`` gives the paper's class
+frequencies and sampled-time quantiles (``montecarlo``). ``p_event_within_length`` is
+counted from the draws either way.
 
 The model is a final model of a search: an MLflow URI (``runs:/<parent run>/model-time-dependent``,
 ``models:/<model id>``, ``models:/<name>/<version>``), a search's run folder
@@ -40,6 +44,7 @@ FAMILIES = ("time-dependent", "constant", "none")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".npy")
 MODEL_JSON = "model.json"
 DEFAULT_SAMPLES = 100  # the paper's M
+ESTIMATORS = ("rao_blackwell", "counted")  # the first is the default (see the module doc)
 DEFAULT_ITEMS = 5  # items of a dataset folder input when --items is not given
 MAX_HEATMAP_CLASSES = 24  # more classes: the most probable ones, the rest summed as "other"
 
@@ -305,15 +310,25 @@ def parse_prefix(text: str | None, class_names: Sequence[str], length: int) -> l
     return out
 
 
-def _time_to_event(samples, event: int, length: int, alpha: float) -> dict:
+def _time_to_event(samples, event: int, length: int, alpha: float, pmf=None) -> dict:
+    """The time-to-event summary of one image's draws [1, M, L]: counted from the sampled
+    times, or from ``pmf`` [L] (the Rao-Blackwellized distribution on t = 1..L) when given."""
     from . import montecarlo
+    from .train import estimates_from_distributions
 
     times = montecarlo.time_to_event(samples, event)  # (1, M)
-    lo, hi = montecarlo.interval(times, alpha)
     reached = (np.asarray(samples) == event).any(axis=-1)[0]
-    distribution = np.bincount(times[0] - 1, minlength=length)[:length] / times.shape[1]
-    return {"alpha": alpha, "lower": float(lo[0]), "upper": float(hi[0]), "mean": float(times[0].mean()),
-            "median": float(np.median(times[0])), "distribution": distribution.tolist(),
+    if pmf is None:
+        lo, hi = montecarlo.interval(times, alpha)
+        distribution = np.bincount(times[0] - 1, minlength=length)[:length] / times.shape[1]
+        mean, median = float(times[0].mean()), float(np.median(times[0]))
+    else:
+        distribution = np.asarray(pmf, dtype=np.float64)
+        est = estimates_from_distributions(np.zeros((1, length, 1)), distribution[None], None, alpha)
+        lo, hi, mean = est.lo, est.hi, float(est.point[0])
+        median = float(1 + (np.cumsum(distribution) < 0.5 - 1e-12).sum())
+    return {"alpha": alpha, "lower": float(lo[0]), "upper": float(hi[0]), "mean": mean,
+            "median": median, "distribution": distribution.tolist(),
             "p_event_within_length": float(reached.mean())}
 
 
@@ -324,29 +339,38 @@ def image_seed(seed: int, image: np.ndarray) -> int:
 
 
 def predict_one(loaded: Loaded, item: Item, num_samples: int, seed: int, alpha: float,
-                prefix: Sequence[int] = (), device: str = "cpu") -> dict:
+                prefix: Sequence[int] = (), device: str = "cpu", estimator: str = ESTIMATORS[0]) -> dict:
     """The estimates of one image as plain JSON values (see the module doc)."""
     import torch
 
     from . import metrics, montecarlo
     from .train import draw_samples
 
+    if estimator not in ESTIMATORS:
+        raise PredictError(f"estimator {estimator!r}: expected one of {', '.join(ESTIMATORS)}")
     L, c, event = loaded.length, loaded.num_classes, loaded.event
     forced = event if loaded.absorbing == "forced" else None
+    rb = event if estimator == "rao_blackwell" else None
     images = torch.as_tensor(item.image[None]).to(device)
     generator = torch.Generator().manual_seed(image_seed(seed, item.image))
-    samples = draw_samples(loaded.model, images, num_samples, L, generator, absorbing=forced)
-    marginals = montecarlo.marginal_probs(samples, c)[0]
+
+    def estimate(first: Sequence[int]) -> tuple[np.ndarray, dict]:
+        drawn = draw_samples(loaded.model, images, num_samples, L, generator, absorbing=forced,
+                             prefix=list(first) or None, rao_blackwell=rb)
+        if rb is None:
+            return montecarlo.marginal_probs(drawn, c)[0], _time_to_event(drawn, event, L, alpha)
+        samples, marginals, pmf = drawn
+        return marginals.numpy()[0], _time_to_event(samples, event, L, alpha, pmf.numpy()[0])
+
+    marginals, tte = estimate(())
     out = {"input": item.name, "model": loaded.source, "family": loaded.family, "trial_id": loaded.trial_id,
            "class_names": list(loaded.class_names), "event": loaded.class_names[event], "length": L,
-           "num_samples": num_samples, "seed": seed, "image_note": item.note,
-           "marginals": marginals.tolist(), "time_to_event": _time_to_event(samples, event, L, alpha),
-           "conditional": None, "truth": None}
+           "num_samples": num_samples, "seed": seed, "estimator": estimator, "image_note": item.note,
+           "marginals": marginals.tolist(), "time_to_event": tte, "conditional": None, "truth": None}
     if prefix:
-        cond = draw_samples(loaded.model, images, num_samples, L, generator, absorbing=forced, prefix=list(prefix))
+        cond_marginals, cond_tte = estimate(prefix)
         out["conditional"] = {"prefix": [loaded.class_names[p] for p in prefix],
-                              "marginals": montecarlo.marginal_probs(cond, c)[0].tolist(),
-                              "time_to_event": _time_to_event(cond, event, L, alpha)}
+                              "marginals": cond_marginals.tolist(), "time_to_event": cond_tte}
     if item.truth is not None:
         t = item.truth
         tte = out["time_to_event"]
@@ -424,6 +448,7 @@ def write_parquet(path: Path, results: Sequence[dict]) -> Path:
         "family": [r["family"] for r in results],
         "num_samples": pa.array([r["num_samples"] for r in results], pa.int32()),
         "seed": pa.array([r["seed"] for r in results], pa.int64()),
+        "estimator": [r["estimator"] for r in results],
         "image_note": [r["image_note"] for r in results],
         "marginals": pa.array([r["marginals"] for r in results], pa.list_(pa.list_(pa.float64()))),
         "tte_alpha": [r["time_to_event"]["alpha"] for r in results],
@@ -557,6 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", "-M", type=positive_int, default=DEFAULT_SAMPLES,
                    help=f"Monte Carlo samples per image (default {DEFAULT_SAMPLES})")
     p.add_argument("--seed", type=int_at_least(0), default=0, help="sampling seed (default 0)")
+    p.add_argument("--estimator", choices=ESTIMATORS, default=ESTIMATORS[0],
+                   help="rao_blackwell (default): the mean of the model's own conditionals along the M draws, "
+                        "less noisy; counted: the class frequencies of the draws (the paper's)")
     p.add_argument("--alpha", type=number_above(0.0), help="level of the interval I_alpha (default: the search's, 0.9)")
     p.add_argument("--prefix", help="condition on the first entries: class names or ids, comma-separated (NOOP,RIGHT)")
     p.add_argument("--split", choices=("train", "val", "test"), default="test", help="split of a dataset folder input")
@@ -591,10 +619,10 @@ def run(args) -> int:
         print(f"model: {loaded.source} ({loaded.family or 'unknown family'}"
               + (f", trained as {loaded.trial_id}" if loaded.trial_id else "")
               + f") | {loaded.num_classes} classes, L = {loaded.length}, images {C}x{H}x{W} | "
-              f"M = {args.num_samples}, seed {args.seed}\n")
+              f"M = {args.num_samples}, seed {args.seed}, estimator {args.estimator}\n")
     results, taken = [], set()
     for item in items:
-        result = predict_one(loaded, item, args.num_samples, args.seed, alpha, prefix, args.device)
+        result = predict_one(loaded, item, args.num_samples, args.seed, alpha, prefix, args.device, args.estimator)
         results.append(result)
         if args.json:
             print(json.dumps(result), flush=True)

@@ -60,8 +60,11 @@ def _check(result: dict, length: int, classes: list[str], samples: int) -> None:
     p = np.asarray(result["marginals"])
     assert p.shape == (length, len(classes))
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
-    frac = (p * samples) % 1
-    assert np.minimum(frac, 1 - frac).max() < 1e-6, "frequencies of M samples"
+    if result["estimator"] == "counted":
+        frac = (p * samples) % 1
+        assert np.minimum(frac, 1 - frac).max() < 1e-6, "frequencies of M samples"
+    else:
+        assert result["estimator"] == "rao_blackwell"
     assert result["class_names"] == classes
     tte = result["time_to_event"]
     assert 1 <= tte["lower"] <= tte["upper"] <= length
@@ -94,6 +97,32 @@ def test_folder_model_json_parquet_and_figures(tiny, images, tmp_path, capsys):
     assert np.asarray(table.column("marginals")[0].as_py()).shape == (L, 4)
     assert table.column("tte_lower").to_pylist() == [r["time_to_event"]["lower"] for r in results]
     assert json.loads(table.schema.metadata[b"focus_tune.class_names"]) == CLASSES
+
+
+def test_estimators_rao_blackwell_by_default_counted_on_request(tiny, images, capsys):
+    """Both estimators use the same draws (same seed): the counted one is their frequencies, the
+    default averages the model's conditionals along them; the prefix's entry is one-hot in both."""
+    from focus_tune import montecarlo
+    from focus_tune.train import draw_samples
+
+    _, rb, _ = run(capsys, "--model", tiny, images[0], "--json", "-M", 30, "--prefix", "b", "--seed", 2)
+    _, counted, _ = run(capsys, "--model", tiny, images[0], "--json", "-M", 30, "--prefix", "b", "--seed", 2,
+                        "--estimator", "counted")
+    rb, counted = json.loads(rb), json.loads(counted)
+    assert (rb["estimator"], counted["estimator"]) == ("rao_blackwell", "counted")
+    loaded = predict.load(str(tiny))
+    item = predict.collect([str(images[0])], loaded.image_shape)[0]
+    gen = torch.Generator().manual_seed(predict.image_seed(2, item.image))
+    samples, marginals, pmf = draw_samples(loaded.model, torch.as_tensor(item.image[None]), 30, L, gen, None,
+                                           rao_blackwell=3)
+    np.testing.assert_allclose(rb["marginals"], marginals[0].numpy(), atol=1e-12)
+    np.testing.assert_allclose(counted["marginals"], montecarlo.marginal_probs(samples, 4)[0], atol=1e-12)
+    np.testing.assert_allclose(rb["time_to_event"]["distribution"], pmf[0].numpy(), atol=1e-12)
+    assert rb["time_to_event"]["mean"] == pytest.approx(float(pmf[0].numpy() @ np.arange(1, L + 1)))
+    assert rb["time_to_event"]["p_event_within_length"] == counted["time_to_event"]["p_event_within_length"]
+    for r in (rb, counted):
+        assert r["conditional"]["marginals"][0] == [0.0, 1.0, 0.0, 0.0]
+        _check(r, L, CLASSES, 30)
 
 
 def test_an_image_gets_the_same_numbers_whatever_comes_with_it(tiny, images, capsys):
