@@ -399,6 +399,16 @@ def test_paired_test_against_hand_computed_values():
     assert paired(rows([]), rows([1.0]), "m") == (pytest.approx(math.nan, nan_ok=True), pytest.approx(math.nan, nan_ok=True), 0)
 
 
+def test_detectable_difference_by_hand():
+    from focus_tune.report.stats import detectable_difference
+
+    # n = 3, df = 2: t_0.975 = 4.3027, t_0.8 = 1.0607; (4.3027 + 1.0607) / sqrt(3) = 3.0966
+    assert detectable_difference(1.0, 3) == pytest.approx(3.0966, abs=1e-4)
+    assert detectable_difference(0.5, 3) == pytest.approx(3.0966 / 2, abs=1e-4)
+    assert detectable_difference(1.0, 10) < detectable_difference(1.0, 5) < detectable_difference(1.0, 3)
+    assert math.isnan(detectable_difference(1.0, 1)) and math.isnan(detectable_difference(math.nan, 3))
+
+
 def test_holm_adjustment_by_hand():
     from focus_tune.report import holm
 
@@ -416,7 +426,8 @@ def test_differences_section_and_summary(full):
     _, report = full
     diff_rows = [line for line in section(report.markdown, "Differences from `none`").splitlines()
                  if line.startswith("| time-dependent |") or line.startswith("| constant |")]
-    assert len(diff_rows) == 2 and all("(p = " in row and ", Holm " in row for row in diff_rows)
+    assert len(diff_rows) == 4 and all(", Holm " in row for row in diff_rows[:2])  # then the detectable table
+    assert "What these seeds can detect" in section(report.markdown, "Differences from `none`")
     finals = make_finals()
     ece = {fam: {r["seed"]: r["test/marginal/ece"] for r in finals[fam]} for fam in ("none", "time-dependent")}
     seeds = sorted(ece["none"])
@@ -486,3 +497,14 @@ def test_label_noise_paragraph_from_the_exact_row():
     text = " ".join(label_noise_lines({"exact": [row]}))
     assert "SD 0.0013" in text and "SD 1.4e-04" in text and "0 ± 0.0120" in text  # sqrt(1.44e-4)
 
+
+
+def test_schedule_table_shows_the_temperature_of_each_seed():
+    from focus_tune.report.markdown import _schedule_lines
+
+    rows = [{"seed": 0, "test/temperature_pooled": 1.0}, {"seed": 1, "test/temperature_pooled": 0.9}]
+    lines = _schedule_lines(["none", "temperature-scaled"], {"none": [{"seed": 0}], "temperature-scaled": rows},
+                            {"none": "all=0"})
+    scaled = next(line for line in lines if line.startswith("| temperature-scaled |"))
+    assert "T per seed: 1, 0.9`" in scaled and "n=2" in scaled
+    assert "T per seed" not in next(line for line in lines if line.startswith("| none |"))

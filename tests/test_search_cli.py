@@ -33,6 +33,17 @@ def test_dry_run_prints_every_round_without_ray(capsys):
     assert "19 trainings + 3 test evaluations in 5 rounds" in out
 
 
+def test_final_seeds_flag_sets_the_retrainings_per_family(capsys):
+    # 13 search trainings; each family's seed-0 final reuses its search trial (a test
+    # evaluation), so 5 seeds add 3 x 4 trainings.
+    assert search.main(["--game", "hero", "--profile", "quick", "--dry-run", "--final-seeds", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "25 trainings + 3 test evaluations" in out
+    with pytest.raises(SystemExit) as exit_:
+        search.main(["--game", "hero", "--dry-run", "--final-seeds", "0"])
+    assert exit_.value.code == 2 and "argument --final-seeds: expected an integer >= 1" in capsys.readouterr().err
+
+
 def test_existing_search_needs_resume(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     data = tmp_path / "data"

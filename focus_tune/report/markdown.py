@@ -8,6 +8,8 @@ from typing import Mapping, Sequence
 from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, COVERAGE_TARGET,
                       INTERVAL, MARGINAL, NA, Column, group_columns)
 from ..metrics import LABEL_REDRAWS, LABEL_SD_KEYS
+
+TEMPERATURE_KEY = "test/temperature_pooled"  # the temperature a temperature-scaled row used
 from .stats import differences, to_float
 from .tables import all_na, markdown_table, plain_table, shown_columns
 from .trace import search_lines
@@ -65,6 +67,9 @@ def _schedule_lines(families: Sequence[str], finals: Mapping, schedules: Mapping
     lines = ["## Chosen schedules", "", "| family | schedule | seeds |", "|---|---|---:|"]
     for f in families:
         schedule = str(schedules.get(f, BASELINE_SCHEDULES.get(f, NA))).replace("|", "\\|")
+        chosen = [to_float(r.get(TEMPERATURE_KEY)) for r in finals[f]]
+        if any(math.isfinite(t) for t in chosen):
+            schedule += "; T per seed: " + ", ".join(f"{t:g}" for t in chosen)
         lines.append(f"| {f} | `{schedule}` | n={len(finals[f])} |")
     return lines + [""]
 
@@ -101,8 +106,8 @@ def difference_lines(families: Sequence[str], finals: Mapping) -> list[str]:
              "t-test p-value (seed s of every family starts from the same weights, batch order and "
              "Monte Carlo uniforms) and, after it, the p-value Holm-adjusted over the "
              f"{n_tests} tests of this table; a difference is significant at 0.05 only where the "
-             "adjusted value is below 0.05. With 3 seeds a test has little power: a large p says the "
-             "seeds do not separate the families, not that they are equal.", "",
+             f"adjusted value is below 0.05. With {_pairs_text(diffs)} seeds a test has little power: a large "
+             "p says the seeds do not separate the families, not that they are equal.", "",
              "| family | " + " | ".join(c.label for c in cols) + " |",
              "|---|" + "---:|" * len(cols)]
     for f in compared:
@@ -116,7 +121,25 @@ def difference_lines(families: Sequence[str], finals: Mapping) -> list[str]:
             cells.append(f"{mark}{d.diff:+.{c.decimals}f}{mark} (p = {d.p:.3f}, Holm {d.holm:.2f})"
                          if math.isfinite(d.p) else f"{d.diff:+.{c.decimals}f} (p n/a)")
         lines.append(f"| {f} | " + " | ".join(cells) + " |")
+    lines += ["", f"What these seeds can detect: the smallest true difference that the paired test finds "
+              f"4 times in 5 (two-sided 0.05, before Holm), from the observed spread of the per-seed "
+              f"differences and {_pairs_text(diffs)} pairs (a rough estimate itself with few seeds; "
+              "more seeds: `--final-seeds N`); n/a where the differences do not vary.", "",
+              "| family | " + " | ".join(c.label for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for f in compared:
+        cells = []
+        for c in cols:
+            d = diffs.get(f"{f}/{c.key}")
+            shown = d is not None and math.isfinite(d.p) and math.isfinite(d.detectable)
+            cells.append(f"{d.detectable:.{c.decimals}f}" if shown else NA)
+        lines.append(f"| {f} | " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+def _pairs_text(diffs: Mapping) -> str:
+    """The number of paired seeds behind the differences, e.g. "3" or "2-3"."""
+    pairs = sorted({d.pairs for d in diffs.values()})
+    return str(pairs[0]) if len(pairs) == 1 else f"{pairs[0]}-{pairs[-1]}"
 
 
 def _figure_lines() -> list[str]:

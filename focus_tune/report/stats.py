@@ -81,22 +81,41 @@ class Difference:
     p: float  # two-sided paired t-test p-value (NaN: fewer than 2 pairs, or no spread)
     holm: float  # p Holm-adjusted over the table's tests (NaN where p is)
     pairs: int  # seeds with a finite value on both sides
+    detectable: float = math.nan  # see :func:`detectable_difference`
+
+
+def detectable_difference(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true mean difference that a two-sided paired t-test at ``alpha`` finds with
+    probability ``power``, for n pairs whose differences have standard deviation ``sd``:
+    (t_{1 - alpha/2, n-1} + t_{power, n-1}) sd / sqrt(n), the usual approximation of the
+    noncentral t. Before Holm's adjustment; NaN for fewer than 2 pairs. With the observed
+    ``sd`` of 3 seeds, itself a rough estimate: read it as an order of magnitude."""
+    from scipy import stats
+
+    if n < 2 or not math.isfinite(sd):
+        return math.nan
+    df = n - 1
+    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * sd / math.sqrt(n))
+
+
+def paired_differences(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+    """The per-seed differences a - b of ``key`` over the seeds present in both row lists with a
+    finite value on both sides (rows match by their ``seed``), in the order of ``a``."""
+    b_by_seed = {row.get("seed"): to_float(row.get(key)) for row in b}
+    d = np.array([to_float(row.get(key)) - b_by_seed.get(row.get("seed"), math.nan) for row in a], dtype=np.float64)
+    return d[np.isfinite(d)]
 
 
 def paired(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key: str) -> tuple[float, float, int]:
     """(mean difference a - b, two-sided paired t-test p-value, pairs) of ``key`` over the
-    seeds present in both row lists with a finite value on both sides (rows match by their
-    ``seed``). The p-value is NaN with fewer than two pairs or identical differences; the
-    difference is NaN without a pair.
+    :func:`paired_differences`. The p-value is NaN with fewer than two pairs or identical
+    differences; the difference is NaN without a pair.
     """
     from scipy import stats
 
-    b_by_seed = {row.get("seed"): to_float(row.get(key)) for row in b}
-    pairs = [(to_float(row.get(key)), b_by_seed.get(row.get("seed"), math.nan)) for row in a]
-    pairs = [(x, y) for x, y in pairs if math.isfinite(x) and math.isfinite(y)]
-    if not pairs:
+    d = paired_differences(a, b, key)
+    if d.size == 0:
         return math.nan, math.nan, 0
-    d = np.array([x - y for x, y in pairs])
     if d.size < 2 or np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):  # no spread: no test
         return float(d.mean()), math.nan, int(d.size)
     return float(d.mean()), float(stats.ttest_1samp(d, 0.0).pvalue), int(d.size)
@@ -123,9 +142,11 @@ def differences(families: Sequence[str], finals: Mapping) -> dict[str, Differenc
         for col in COMPARED_COLUMNS:
             diff, p, n = paired(finals[f], finals["none"], col.key)
             if math.isfinite(diff):
-                raw[f"{f}/{col.key}"] = (diff, p, n)
-    adjusted = holm({k: p for k, (_, p, _) in raw.items()})
-    return {k: Difference(diff, p, adjusted[k], n) for k, (diff, p, n) in raw.items()}
+                d = paired_differences(finals[f], finals["none"], col.key)
+                sd = float(d.std(ddof=1)) if d.size >= 2 else math.nan
+                raw[f"{f}/{col.key}"] = (diff, p, n, detectable_difference(sd, n))
+    adjusted = holm({k: p for k, (_, p, _, _) in raw.items()})
+    return {k: Difference(diff, p, adjusted[k], n, mde) for k, (diff, p, n, mde) in raw.items()}
 
 
 def metric_keys(rows: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -38,7 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start even when no node has the CPUs/GPUs a trial needs, and wait for an autoscaler "
                         "to add one (default: fail at once, naming what the cluster has)")
     p.add_argument("--seed", type=non_negative_int, default=0,
-                   help="search seed; the finals use seed, seed+1, seed+2")
+                   help="search seed; the finals use seed, seed+1, ... (--final-seeds of them)")
+    p.add_argument("--final-seeds", type=positive_int,
+                   help="retrainings of each family's winner, one per seed (default: the search space's "
+                        "final_seeds, 3 as in the paper); the families share their seeds, so they are compared paired")
     p.add_argument("--resume", action="store_true", help="continue the search in its run folder")
     p.add_argument("--joint-search", choices=("grid", "optuna"), default="grid",
                    help="the joint lambda_all x k2 stage: the paper's grid, or Optuna with --joint-budget trainings")

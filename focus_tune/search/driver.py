@@ -55,6 +55,8 @@ def load_config(args) -> SearchConfig:
     cfg = load_search_config(args.space or space_path(args.game), args.profile)
     if cfg.game != args.game:
         raise ConfigError(f"{cfg.source}: game {short(cfg.game)} does not match --game {args.game}")
+    if getattr(args, "final_seeds", None) is not None:
+        cfg = dataclasses.replace(cfg, final_seeds=args.final_seeds)
     return cfg
 
 
