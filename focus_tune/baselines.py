@@ -94,10 +94,11 @@ def rao_blackwell(samples: np.ndarray, conditionals: Callable[[slice], np.ndarra
     samples [n, M, L]; conditionals(rows) -> [k, M, L, c], the predictor's p(y_i | y_<i)
     along them (a forced Y_1 = first counts one-hot). Returns (marginals [n, L, c]: the mean
     over the M rows, time_pmf [n, L]: the mean of 1[no event before t] p(y_t = event | ...)
-    for t < L, and T = L the rest). ``chunk`` items at a time bound the memory.
+    for t < L, made a distribution with the fraction ended before t, and T = L the rest:
+    ``montecarlo.pmf_from_event_terms``). ``chunk`` items at a time bound the memory.
     """
     n, M, L = samples.shape
-    marginals, pmf = None, np.zeros((n, L))
+    marginals, pmf, ended = None, np.zeros((n, L)), np.zeros((n, L))
     for a in range(0, n, chunk):
         rows = slice(a, min(a + chunk, n))
         p = conditionals(rows)  # (k, M, L, c)
@@ -109,8 +110,8 @@ def rao_blackwell(samples: np.ndarray, conditionals: Callable[[slice], np.ndarra
         hit = samples[rows] == event
         before = np.concatenate([np.zeros_like(hit[..., :1]), np.cumsum(hit, axis=-1)[..., :-1] > 0], axis=-1)
         pmf[rows] = (p[..., event] * ~before).mean(axis=1)
-    pmf[:, -1] = 1.0 - pmf[:, :-1].sum(axis=1)  # T = L: the event at L or none (censored)
-    return marginals, pmf
+        ended[rows] = before.mean(axis=1)
+    return marginals, montecarlo.pmf_from_event_terms(pmf, ended)  # T = L: the event at L or none (censored)
 
 
 class _Sampling:

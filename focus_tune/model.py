@@ -152,7 +152,9 @@ class Simulator(nn.Module):
             conditional at each sampled prefix, a forced entry one-hot), unbiased for
             P(Y_i | x) like the counted frequencies and never noisier (Rao-Blackwell);
             time_pmf[t] = mean over rows of 1[no event before t] p(y_t = event | x, y_<t)
-            for t < L, and T = L takes the rest (censored at L). They cost a sum per step.
+            for t < L, turned into a distribution with the fraction of rows ended before t
+            (``montecarlo.pmf_from_event_terms``: P(T <= t) estimated by that fraction plus
+            the term), and T = L takes the rest (censored at L). They cost a sum per step.
 
         Reproducibility: each entry is drawn by inverse-CDF from one uniform per (row, entry)
         taken from ``generator`` up front, so the same seed gives the same samples whether or
@@ -235,6 +237,7 @@ class _RaoBlackwell:
         self.seen = torch.zeros(B * M, dtype=torch.bool, device=device)  # event drawn at an earlier entry
         self.marginals = torch.zeros(B, L, c, dtype=torch.float64, device=device)
         self.pmf = torch.zeros(B, L, dtype=torch.float64, device=device)
+        self.ended = torch.zeros(B, L, dtype=torch.float64, device=device)  # rows with an event before each step
         self.active = torch.zeros(B, L, dtype=torch.float64, device=device)  # rows simulated at each step
 
     def add(self, i: int, rows: torch.Tensor, p: torch.Tensor, draw: torch.Tensor) -> None:
@@ -244,6 +247,7 @@ class _RaoBlackwell:
         item = self.item[rows]
         self.marginals[:, i].index_add_(0, item, p)
         self.pmf[:, i].index_add_(0, item, p[:, self.event] * (~self.seen[rows]))
+        self.ended[:, i].index_add_(0, item, self.seen[rows].double())
         self.active[:, i].index_add_(0, item, torch.ones_like(item, dtype=torch.float64))
         self.seen[rows] |= draw == self.event
 
@@ -251,6 +255,8 @@ class _RaoBlackwell:
         """(marginals [B, L, c], time_pmf [B, L]) on the CPU."""
         marginals = self.marginals.clone()
         marginals[:, :, self.event] += self.M - self.active  # dropped rows: the event, surely
-        pmf = self.pmf / self.M
-        pmf[:, -1] = 1.0 - pmf[:, :-1].sum(dim=1)  # T = L: the event at L or none (censored)
-        return (marginals / self.M).cpu(), pmf.cpu()
+        from .montecarlo import pmf_from_event_terms  # T = L: the event at L or none (censored)
+
+        ended = self.ended + (self.M - self.active)  # dropped rows had drawn the event
+        pmf = torch.from_numpy(pmf_from_event_terms((self.pmf / self.M).cpu().numpy(), (ended / self.M).cpu().numpy()))
+        return (marginals / self.M).cpu(), pmf
