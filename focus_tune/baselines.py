@@ -107,8 +107,7 @@ def rao_blackwell(samples: np.ndarray, conditionals: Callable[[slice], np.ndarra
         if marginals is None:
             marginals = np.zeros((n, L, p.shape[-1]))
         marginals[rows] = p.mean(axis=1)
-        hit = samples[rows] == event
-        before = np.concatenate([np.zeros_like(hit[..., :1]), np.cumsum(hit, axis=-1)[..., :-1] > 0], axis=-1)
+        before = montecarlo.event_before(samples[rows], event)
         pmf[rows] = (p[..., event] * ~before).mean(axis=1)
         ended[rows] = before.mean(axis=1)
     return marginals, montecarlo.pmf_from_event_terms(pmf, ended)  # T = L: the event at L or none (censored)
@@ -336,7 +335,6 @@ class Scoring:
 
 
 _SEED_TAGS = {IMAGE_BLIND: 0xB11D, ORACLE: 0x0AC1E, IMAGE_BAYES: 0xBA7E5, EXACT: 0xE8AC7}
-
 
 
 def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, list[dict]]:

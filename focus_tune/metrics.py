@@ -353,22 +353,26 @@ def rmse_to_truth(probs, exact) -> float:
     return float(rmse_per_entry(probs, exact).mean())
 
 
-def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS) -> dict[str, float]:
+def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS, n_bins: int = 10) -> dict[str, float]:
     """How far the labels alone move a predictor's sequence-level calibration scores.
 
     ``probs`` [N, L, c] stay fixed; ``draw_labels()`` returns a fresh [N, L] label draw for the
     same items from their true process (for the exact marginals: the spread of a calibrated
     predictor's scores over test sets of these items). Returns the standard deviations over
-    ``redraws`` draws of the sequence-level ``ece`` and ``ece_debiased_sq``, keyed by
+    ``redraws`` draws of the sequence-level ``ece`` and ``ece_debiased_sq`` (as in
+    :func:`sequence_metrics`; the bins depend on ``probs`` only, so they are found once), keyed by
     :data:`LABEL_SD_KEYS`. The labels are drawn whole (a sequence that has ended stays ended),
     so the spread is that of real test sets, 2-3x that of labels drawn independently per
     entry (benchmarks/bench_label_noise.py).
     """
     if redraws < 2:
         raise ValueError(f"label_noise needs at least 2 redraws, got {redraws}")
+    probs = np.asarray(probs, dtype=np.float64)
+    conf, top = probs.max(axis=2), probs.argmax(axis=2)  # fixed: only the labels change
     scores = []
     for _ in range(redraws):
-        out = sequence_metrics(probs, draw_labels())
-        scores.append((out["ece"], out["ece_debiased_sq"]))
+        _, labels = _check_probs_labels(probs, draw_labels(), 3)
+        correct = (top == labels).astype(np.float64)
+        scores.append((_ece_columns(conf, correct, n_bins).mean(),
+                       _ece_debiased_columns(conf, correct, n_bins).mean()))
     return dict(zip(LABEL_SD_KEYS, map(float, np.std(np.array(scores), axis=0, ddof=1))))
-

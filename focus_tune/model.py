@@ -220,7 +220,7 @@ class Simulator(nn.Module):
                     if rows.numel() == 0:
                         break
         samples = out.view(B, M, L)
-        return samples if rb is None else (samples, *rb.result())
+        return samples if rb is None else (samples, *rb.result(samples))
 
 
 class _RaoBlackwell:
@@ -237,7 +237,6 @@ class _RaoBlackwell:
         self.seen = torch.zeros(B * M, dtype=torch.bool, device=device)  # event drawn at an earlier entry
         self.marginals = torch.zeros(B, L, c, dtype=torch.float64, device=device)
         self.pmf = torch.zeros(B, L, dtype=torch.float64, device=device)
-        self.ended = torch.zeros(B, L, dtype=torch.float64, device=device)  # rows with an event before each step
         self.active = torch.zeros(B, L, dtype=torch.float64, device=device)  # rows simulated at each step
 
     def add(self, i: int, rows: torch.Tensor, p: torch.Tensor, draw: torch.Tensor) -> None:
@@ -247,16 +246,15 @@ class _RaoBlackwell:
         item = self.item[rows]
         self.marginals[:, i].index_add_(0, item, p)
         self.pmf[:, i].index_add_(0, item, p[:, self.event] * (~self.seen[rows]))
-        self.ended[:, i].index_add_(0, item, self.seen[rows].double())
         self.active[:, i].index_add_(0, item, torch.ones_like(item, dtype=torch.float64))
         self.seen[rows] |= draw == self.event
 
-    def result(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(marginals [B, L, c], time_pmf [B, L]) on the CPU."""
+    def result(self, samples: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(marginals [B, L, c], time_pmf [B, L]) on the CPU; ``samples`` [B, M, L] are the draws."""
+        from .montecarlo import event_before, pmf_from_event_terms  # T = L: the event at L or none (censored)
+
         marginals = self.marginals.clone()
         marginals[:, :, self.event] += self.M - self.active  # dropped rows: the event, surely
-        from .montecarlo import pmf_from_event_terms  # T = L: the event at L or none (censored)
-
-        ended = self.ended + (self.M - self.active)  # dropped rows had drawn the event
-        pmf = torch.from_numpy(pmf_from_event_terms((self.pmf / self.M).cpu().numpy(), (ended / self.M).cpu().numpy()))
+        ended = event_before(samples.cpu().numpy(), self.event).mean(axis=1)
+        pmf = torch.from_numpy(pmf_from_event_terms((self.pmf / self.M).cpu().numpy(), ended))
         return (marginals / self.M).cpu(), pmf

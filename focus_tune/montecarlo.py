@@ -123,11 +123,26 @@ def time_pmf(times, L: int) -> np.ndarray:
     return np.bincount(flat, minlength=N * L).reshape(N, L) / M
 
 
+def pmf_quantile(pmf, level: float) -> np.ndarray:
+    """The smallest t in 1..L with P(T <= t) >= level, per row of pmf [N, L] -> float64 [N]
+    (a CDF that equals the level up to rounding reaches it)."""
+    cdf = np.cumsum(np.asarray(pmf, dtype=np.float64), axis=1)
+    return np.minimum(1 + (cdf < level - 1e-12).sum(axis=1), cdf.shape[1]).astype(np.float64)
+
+
+def event_before(samples, event: int) -> np.ndarray:
+    """Whether the event was drawn at an earlier entry: samples [..., L] -> bool [..., L]
+    (entry t is True when some entry before t is the event; entry 1 never)."""
+    hit = np.asarray(samples) == event
+    return np.concatenate([np.zeros_like(hit[..., :1]), np.cumsum(hit, axis=-1)[..., :-1] > 0], axis=-1)
+
+
 def pmf_from_event_terms(terms, ended) -> np.ndarray:
     """The Rao-Blackwellized time-to-event distribution on t = 1..L of M draws per item.
 
     terms [N, L]: for each t the mean over the draws of 1[no event before t] p(y_t = event |
-    x, y_<t); ended [N, L]: the fraction of the draws with an event before t. Their sum is
+    x, y_<t); ended [N, L]: the fraction of the draws with an event before t (the mean over
+    the draws of :func:`event_before`). Their sum is
     E[1(T <= t) | the draw's history before t] averaged over the draws: an unbiased estimate
     of P(T <= t) in [0, 1] whose variance is at most the counted fraction's (it replaces
     only the last step's indicator by its probability). A plain running sum of the terms

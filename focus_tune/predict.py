@@ -314,7 +314,6 @@ def _time_to_event(samples, event: int, length: int, alpha: float, pmf=None) -> 
     """The time-to-event summary of one image's draws [1, M, L]: counted from the sampled
     times, or from ``pmf`` [L] (the Rao-Blackwellized distribution on t = 1..L) when given."""
     from . import montecarlo
-    from .train import estimates_from_distributions
 
     times = montecarlo.time_to_event(samples, event)  # (1, M)
     reached = (np.asarray(samples) == event).any(axis=-1)[0]
@@ -324,9 +323,8 @@ def _time_to_event(samples, event: int, length: int, alpha: float, pmf=None) -> 
         mean, median = float(times[0].mean()), float(np.median(times[0]))
     else:
         distribution = np.asarray(pmf, dtype=np.float64)
-        est = estimates_from_distributions(np.zeros((1, length, 1)), distribution[None], None, alpha)
-        lo, hi, mean = est.lo, est.hi, float(est.point[0])
-        median = float(1 + (np.cumsum(distribution) < 0.5 - 1e-12).sum())
+        lo, hi, median = (montecarlo.pmf_quantile(distribution[None], q) for q in ((1 - alpha) / 2, (1 + alpha) / 2, 0.5))
+        mean, median = float(distribution @ np.arange(1, length + 1)), float(median[0])
     return {"alpha": alpha, "lower": float(lo[0]), "upper": float(hi[0]), "mean": mean,
             "median": median, "distribution": distribution.tolist(),
             "p_event_within_length": float(reached.mean())}

@@ -193,14 +193,9 @@ def estimates_from_distributions(probs, time_pmf, cond_probs, alpha: float) -> E
     grows); the point estimate is the pmf's mean.
     """
     pmf = np.asarray(time_pmf, dtype=np.float64)
-    cdf = np.cumsum(pmf, axis=1)
-    t = np.arange(1, pmf.shape[1] + 1)
-    tol = 1e-12  # a cdf that equals a level up to rounding reaches it
-    lo = 1 + (cdf < (1 - alpha) / 2 - tol).sum(axis=1)
-    hi = np.minimum(1 + (cdf < (1 + alpha) / 2 - tol).sum(axis=1), pmf.shape[1])
+    lo, hi = (montecarlo.pmf_quantile(pmf, q) for q in ((1 - alpha) / 2, (1 + alpha) / 2))
     cond = None if cond_probs is None else np.asarray(cond_probs, dtype=np.float64)
-    return Estimates(np.asarray(probs, dtype=np.float64), lo.astype(np.float64), hi.astype(np.float64), pmf @ t,
-                     cond, pmf)
+    return Estimates(np.asarray(probs, dtype=np.float64), lo, hi, pmf @ np.arange(1, pmf.shape[1] + 1), cond, pmf)
 
 
 def estimates_from_marginals(probs, cond_probs, event: int, alpha: float) -> Estimates:

@@ -17,8 +17,8 @@ import os
 import tempfile
 import time
 
-import ray
 import numpy as np
+import ray
 import torch
 from ray import tune
 

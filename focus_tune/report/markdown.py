@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
+from ..metrics import LABEL_REDRAWS, LABEL_SD_KEYS
 from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, COVERAGE_TARGET,
                       INTERVAL, MARGINAL, NA, Column, group_columns)
-from ..metrics import LABEL_REDRAWS, LABEL_SD_KEYS
-
-TEMPERATURE_KEY = "test/temperature_pooled"  # the temperature a temperature-scaled row used
 from .stats import differences, to_float
 from .tables import all_na, markdown_table, plain_table, shown_columns
 from .trace import search_lines
+
+TEMPERATURE_KEY = "test/temperature_pooled"  # the temperature a temperature-scaled row used
 
 BASELINE_NOTE = (
     "Rows. Every sampled row draws M sequences per test item and goes through the models' own "
@@ -37,7 +37,7 @@ BASELINE_NOTE = (
 
 def label_noise_lines(finals: Mapping) -> list[str]:
     """One paragraph on how much the test labels alone move a calibrated predictor's scores
-    (the ``exact`` row's label-noise keys, :func:`focus_tune.baselines.label_noise`); [] without them."""
+    (the ``exact`` row's label-noise keys, :func:`focus_tune.metrics.label_noise`); [] without them."""
     row = (finals.get("exact") or [{}])[0]
     sd_ece, sd_sq = (to_float(row.get(k)) for k in LABEL_SD_KEYS)
     if not (math.isfinite(sd_ece) and math.isfinite(sd_sq)):

@@ -111,14 +111,19 @@ def paired(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key: 
     :func:`paired_differences`. The p-value is NaN with fewer than two pairs or identical
     differences; the difference is NaN without a pair.
     """
+    d = paired_differences(a, b, key)
+    return (*_paired_test(d), int(d.size))
+
+
+def _paired_test(d: np.ndarray) -> tuple[float, float]:
+    """(mean, two-sided one-sample t-test p-value against 0) of per-seed differences (see :func:`paired`)."""
     from scipy import stats
 
-    d = paired_differences(a, b, key)
     if d.size == 0:
-        return math.nan, math.nan, 0
+        return math.nan, math.nan
     if d.size < 2 or np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):  # no spread: no test
-        return float(d.mean()), math.nan, int(d.size)
-    return float(d.mean()), float(stats.ttest_1samp(d, 0.0).pvalue), int(d.size)
+        return float(d.mean()), math.nan
+    return float(d.mean()), float(stats.ttest_1samp(d, 0.0).pvalue)
 
 
 def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
@@ -140,11 +145,10 @@ def differences(families: Sequence[str], finals: Mapping) -> dict[str, Differenc
     raw = {}
     for f in (f for f in COMPARED if f in families):
         for col in COMPARED_COLUMNS:
-            diff, p, n = paired(finals[f], finals["none"], col.key)
-            if math.isfinite(diff):
-                d = paired_differences(finals[f], finals["none"], col.key)
+            d = paired_differences(finals[f], finals["none"], col.key)
+            if d.size:
                 sd = float(d.std(ddof=1)) if d.size >= 2 else math.nan
-                raw[f"{f}/{col.key}"] = (diff, p, n, detectable_difference(sd, n))
+                raw[f"{f}/{col.key}"] = (*_paired_test(d), int(d.size), detectable_difference(sd, d.size))
     adjusted = holm({k: p for k, (_, p, _, _) in raw.items()})
     return {k: Difference(diff, p, adjusted[k], n, mde) for k, (diff, p, n, mde) in raw.items()}
 
