@@ -8,13 +8,27 @@ the way turns it into a dict.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
+
+import numpy as np
 
 from .config import TrainConfig
 from .plan import TrialSpec
 
 CONFIG_KEY = "job"  # the key of the TrialJob in a Tune trial's config
 PER_ENTRY_FILE = "test_per_entry.json"  # a final's per-entry test arrays, in its reported checkpoint
+# The result key of a validation's per-item influences on its score (metrics.item_influence):
+# the float32 array, base64, so that a stage decision can weigh a difference by its noise.
+INFLUENCE_KEY = "val/influence"
+
+
+def encode_influence(values) -> str:
+    return base64.b64encode(np.asarray(values, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_influence(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<f4").astype(np.float64)
 
 
 @dataclass(frozen=True)

@@ -280,6 +280,60 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) ->
     return out
 
 
+# Selection scores of a stage decision (``TrainConfig.select_by``) -> their key in
+# :func:`sequence_metrics`: the debiased ECE is compared on its squared (unbiased) scale.
+SELECT_KEYS = {"ece": "ece", "ece_debiased": "ece_debiased_sq", "brier": "brier", "ce": "ce"}
+SELECT_NAMES = {"ece": "ECE", "ece_debiased": "debiased squared ECE", "brier": "Brier", "ce": "CE"}  # in reports
+
+
+def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps: float = CE_EPS) -> np.ndarray:
+    """Each item's first-order share of a sequence-level score: [N], for the standard error
+    of a difference between two predictors scored on the same items (:func:`difference_se`).
+
+    probs [N, L, c], labels [N, L]; ``metric`` one of :data:`SELECT_KEYS`. Brier and CE are
+    means over items, so item n's share is its own mean over entries / N (they sum to the
+    score). The ECE of an entry is (1 / B') sum_b |S_b| / n_b over its B' non-empty bins,
+    S_b = sum over the bin's items of (1[top class right] - confidence): with the bins and
+    the signs of S_b held fixed it is linear in the items, and item n's share is
+    sum_i sign(S_b) (correct - conf) / (n_b B' L) over its entries i (the shares sum to the
+    ECE exactly). The debiased squared ECE (bin value (S_b / n_b)^2 minus the accuracy's
+    variance) has the share 2 (S_b / n_b) (correct - conf) / (n_b B' L) of its leading term.
+    Resampling the items moves the score by about the sum of their shares (the delta
+    method); it ignores the bins' own movement and the kink of |S_b| at 0, which is why
+    tests check it against the paired bootstrap.
+    """
+    if metric not in SELECT_KEYS:
+        raise ValueError(f"metric must be one of {', '.join(SELECT_KEYS)}, got {metric!r}")
+    probs, labels = _check_probs_labels(probs, labels, 3)
+    N, L, _ = probs.shape
+    if metric in ("brier", "ce"):
+        p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]
+        if metric == "brier":
+            per = np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1
+        else:
+            per = -np.log(np.maximum(p_true, ce_eps))
+        return per.mean(axis=1) / N
+    conf = probs.max(axis=2)
+    gap = (probs.argmax(axis=2) == labels) - conf  # [N, L]
+    flat = np.arange(L)[None, :] * n_bins + _bin_ids(conf, n_bins)
+    count = np.bincount(flat.ravel(), minlength=L * n_bins).astype(np.float64)
+    total = np.bincount(flat.ravel(), weights=gap.ravel(), minlength=L * n_bins)
+    filled = (count > 0).reshape(L, n_bins).sum(axis=1)  # B' per entry
+    n = np.maximum(count, 1.0)
+    weight = np.sign(total) / n if metric == "ece" else 2 * total / n**2
+    return (weight[flat] * gap / (filled[None, :] * L)).sum(axis=1)
+
+
+def difference_se(a: np.ndarray, b: np.ndarray) -> float:
+    """Standard error of score_a - score_b over resamples of the shared items, from the two
+    predictors' :func:`item_influence` on the same items (paired: what the items have in
+    common cancels)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1 or len(a) < 2:
+        raise ValueError(f"influences of the same items expected, got shapes {a.shape} and {b.shape}")
+    return float(np.sqrt(len(a) * np.var(a - b, ddof=1)))
+
+
 def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9) -> dict[str, float]:
     """Time-to-event interval metrics (App. A.2) and the interval score.
 
