@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .config_checks import (MAX_INT, MAX_K2, ConfigError, Context, alpha, choice, game_name, grid_list, k2_entry,
-                            lambda_weight, optional_positive_int, positive_float, positive_int, present,
+                            lambda_weight, non_negative_float, optional_positive_int, positive_float, positive_int, present,
                             required_fields, string)
 from .yaml_strict import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, read_yaml
 
 PROFILES = ("smoke", "quick", "paper")
 ENCODERS = ("resnet18", "small")
 SELECTIONS = ("last", "best")
+SELECT_BY = ("ece", "ece_debiased", "brier", "ce")  # validation score a stage decides by (metrics.SELECT_KEYS)
 ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat
 ESTIMATORS = ("counted", "rao_blackwell")  # evaluation: the paper's counted frequencies, or the same draws Rao-Blackwellized
 PRECISIONS = ("bf16", "fp32")
@@ -44,7 +45,7 @@ SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 
 __all__ = [  # the public API; the checks and the strict YAML live in config_checks and yaml_strict
     "ABSORBING", "ENCODERS", "ESTIMATORS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
-    "PROFILES", "SELECTIONS", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
+    "PROFILES", "SELECT_BY", "SELECTIONS", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
     "load_search_config", "space_path",
 ]
 
@@ -77,6 +78,14 @@ class TrainConfig:
     # Monte Carlo estimator of every evaluation: "counted" (the paper's: frequencies of the M
     # draws) or "rao_blackwell" (the model's conditionals averaged over the same draws).
     estimator: str = "counted"
+    # The validation score a stage decides by: the paper's "ece", "ece_debiased" (its squared,
+    # unbiased value), or the proper scores "brier" and "ce".
+    select_by: str = "ece"
+    # Tie rule of a stage decision: the lowest score wins unless a candidate with less penalty
+    # (sum of lambda_i) scores within tie_se standard errors of it (the SE of the paired
+    # difference over the validation items); then the least-penalized such candidate wins.
+    # 0: the paper's rule (lowest score).
+    tie_se: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -224,6 +233,8 @@ _TRAIN_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
     "encoder_width": positive_int,
     "precision": choice(PRECISIONS),
     "estimator": choice(ESTIMATORS),
+    "select_by": choice(SELECT_BY),
+    "tie_se": non_negative_float,
 }
 _GRID_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
     "lambdas": grid_list(lambda_weight("lambdas"), "lambdas"),

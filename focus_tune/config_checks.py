@@ -128,6 +128,14 @@ def positive_float(ctx: Context, v: Any, at: str) -> float:
     return v
 
 
+def non_negative_float(ctx: Context, v: Any, at: str) -> float:
+    """A finite number >= 0."""
+    v = _float(ctx, v, at)
+    if not (0 <= v < math.inf):
+        raise ctx.error(at, f"{v} must be a finite number >= 0")
+    return v
+
+
 def alpha(ctx: Context, v: Any, at: str) -> float:
     """The level of an interval: a number in (0, 1)."""
     v = _float(ctx, v, at)

@@ -10,7 +10,8 @@ The procedure, for a sequence of ``length`` entries and a grid (lambdas, k1, k2,
 
 * stage i = 1..k1: lambda_1..lambda_{i-1} = the winners so far, lambda_i = each grid value,
   0 after; the winner is the lowest score (ties: first in grid order; failed trials
-  excluded; a stage in which every trial failed raises :class:`StageFailed`);
+  excluded; a stage in which every trial failed raises :class:`StageFailed`), unless the
+  tie rule below applies;
 * joint: ``LambdaSchedule.staged(winners, lambda_all, k2, length)`` over lambdas x k2; its
   winner is the time-dependent winner;
 * constant: ``constant(c)`` for c in constants; none: one unregularized trial;
@@ -23,12 +24,23 @@ and a family's finals run beside the next stage as soon as its winner is known.
 *Deduplication*: a candidate whose schedule and seed equal another's is trained once and
 takes that trial's score (joint candidates with k2 <= k1 are the stage-k1 winner; all
 k2 >= length are the same schedule).
+
+The tie rule (beyond the paper; ``tie_se`` > 0 and a ``difference_se`` that knows the
+noise): one training per candidate decides a stage, and a difference smaller than its noise
+says nothing. So the lowest score wins only if no candidate with less penalty (the sum of
+its lambda_i) scores within ``tie_se`` standard errors of it; otherwise the least penalized
+such candidate wins (an entry stays unpenalized, or lightly penalized, unless a heavier
+penalty is clearly better). ``difference_se(a, b)`` gives the standard error of the paired
+difference of two trials' scores (the driver computes it from their per-item influences on
+the validation items, :func:`focus_tune.metrics.difference_se`), or None where unknown;
+without it the rule is the paper's. Every decision records its closest rival, the score
+difference and its standard error (:class:`StageWinner`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from .config import GridConfig
@@ -74,6 +86,9 @@ class SearchPlan:
     final_seeds: int = 3
     joint_search: Literal["grid", "optuna"] = "grid"
     joint_budget: int | None = None  # optuna: joint trainings it may spend (None: as many as the grid)
+    tie_se: float = 0.0  # the tie rule's width in standard errors (0: lowest score wins)
+    # (trial id, trial id) -> standard error of their score difference, or None if unknown
+    difference_se: Callable[[str, str], float | None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         # The grid's own rules (non-empty, distinct, lambdas >= 0, k1 < max k2) are the
@@ -87,6 +102,8 @@ class SearchPlan:
             raise ValueError(f"joint_search {self.joint_search!r} is not one of {', '.join(JOINT_SEARCHES)}")
         if self.joint_budget is not None and self.joint_budget < 1:
             raise ValueError(f"joint_budget {self.joint_budget} must be >= 1")
+        if not self.tie_se >= 0:
+            raise ValueError(f"tie_se {self.tie_se} must be >= 0")
 
     # -- public API ---------------------------------------------------------------------
     @property
@@ -287,20 +304,39 @@ class SearchPlan:
                 finals[family] = [trainings.add(spec) for spec in self._finals(family, stages[name].winner)]
         return _State(trainings, stages, prefix, finals, optuna_keys)
 
-    @staticmethod
-    def _decide(stage: _Stage, trainings: Trainings) -> StageWinner | None:
-        """Lowest score wins, ties by candidate order; None while a result is missing."""
+    def _decide(self, stage: _Stage, trainings: Trainings) -> StageWinner | None:
+        """Lowest score wins (ties by candidate order) unless the tie rule of the module
+        docstring applies; None while a result is missing."""
         if not all(trainings.has_result(key) for _, key in stage.candidates):
             return None
-        best: StageWinner | None = None
+        scored = []  # (score, candidate, trial id), candidate order, distinct trainings once
         for candidate, key in stage.candidates:
-            score = trainings.score(key)
-            if score is not None and (best is None or score < best.score):
-                best = StageWinner(stage.name, candidate, trainings.trained(key).trial_id, score)
-        if best is None:
+            score, tid = trainings.score(key), trainings.trained(key).trial_id
+            if score is not None and tid not in (t for _, _, t in scored):
+                scored.append((score, candidate, tid))
+        if not scored:
             ids = dict.fromkeys(trainings.trained(key).trial_id for _, key in stage.candidates)
             raise StageFailed(stage.name, ids)
-        return best
+        lowest = min(scored, key=lambda row: row[0])  # min keeps the first of equal scores
+        if len(scored) == 1:
+            return StageWinner(stage.name, lowest[1], lowest[2], lowest[0], rule="only candidate")
+
+        def se(a: str, b: str) -> float | None:
+            return None if self.difference_se is None else self.difference_se(a, b)
+
+        if self.tie_se > 0:
+            # The least penalized candidate within tie_se SE of the lowest (the lowest itself
+            # qualifies, so one is always found); equal penalties keep candidate order.
+            for score, candidate, tid in sorted(scored, key=lambda row: sum(row[1].schedule.values)):
+                if tid == lowest[2]:
+                    break
+                noise = se(tid, lowest[2])
+                if noise is not None and score - lowest[0] <= self.tie_se * noise:
+                    return StageWinner(stage.name, candidate, tid, score, rival=lowest[2],
+                                       difference=lowest[0] - score, difference_se=noise, rule="tie: less penalty")
+        runner_up = min((row for row in scored if row[2] != lowest[2]), key=lambda row: row[0])
+        return StageWinner(stage.name, lowest[1], lowest[2], lowest[0], rival=runner_up[2],
+                           difference=runner_up[0] - lowest[0], difference_se=se(lowest[2], runner_up[2]))
 
     def _budget(self, optuna_keys: set[tuple]) -> int:
         """Joint trainings the Optuna search may spend: the budget, at most the grid's."""

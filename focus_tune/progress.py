@@ -84,6 +84,7 @@ class Progress:
     mode: str | None = None
     clock: Callable[[], float] = time.monotonic
     width: int | None = None  # columns of the bar; default: the terminal's
+    score_name: str = "val ECE"  # what a trial's selection score is (TrainConfig.select_by)
     stage_of: dict[str, str] = field(default_factory=dict)
     evaluation_ids: set[str] = field(default_factory=set)
 
@@ -146,9 +147,9 @@ class Progress:
             run.seconds = float(seconds)
         self.tick()
 
-    def evaluated(self, tid: str, epoch: int, epochs: int, val_ece: float) -> None:
+    def evaluated(self, tid: str, epoch: int, epochs: int, score: float) -> None:
         if epoch < epochs:  # the last evaluation is printed when the trial completes
-            self.line(f"  [{self.stage_of.get(tid, '?')}] {tid}: epoch {epoch}/{epochs}, val ECE {val_ece:.4f}")
+            self.line(f"  [{self.stage_of.get(tid, '?')}] {tid}: epoch {epoch}/{epochs}, {self.score_name} {score:.4f}")
 
     def trial_done(self, tid: str, score: float | None, seconds: float | None = None) -> None:
         run = self.running.pop(tid, None)
@@ -169,8 +170,8 @@ class Progress:
         if score is not None and (stage not in self.best or score < self.best[stage][0]):
             self.best[stage] = (score, tid)
         best = self.best.get(stage)
-        best_s = f"best {stage} val ECE {best[0]:.4f} ({best[1]})" if best else "no result yet"
-        score_s = "failed" if score is None else f"val ECE {score:.4f}"
+        best_s = f"best {stage} {self.score_name} {best[0]:.4f} ({best[1]})" if best else "no result yet"
+        score_s = "failed" if score is None else f"{self.score_name} {score:.4f}"
         self.line(f"  [{stage}] {tid}: {score_s} | {self.done}/{self.total} trials | {best_s} | "
                   f"ETA {self._eta_text()}")
 

@@ -24,8 +24,8 @@ from ray import tune
 
 from .baselines import TS_PREFIX
 from .data import evaluation_groups
-from .job import CONFIG_KEY, PER_ENTRY_FILE, TrialJob
-from .metrics import sequence_ece
+from .job import CONFIG_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, TrialJob, encode_influence
+from .metrics import SELECT_KEYS, item_influence, sequence_ece
 from .model_io import build_model
 from .temperature import GRID, TemperatureFit, choose_on_grid, live_mask, paired_bootstrap_se
 from .train import NonFiniteLoss, Split, evaluate, seed_everything, test_result, train_one_epoch
@@ -83,7 +83,8 @@ def run_trial(config: dict, data: dict, on_epoch=None) -> None:
         # A final that reuses the search trial trained with the same schedule and seed.
         state = load_checkpoint(tune.Checkpoint(job.source_checkpoint))
         model.load_state_dict(state["model"])
-        result = {"epoch": state["epoch"], **state["metrics"], "score": float(state["metrics"]["val/ece"])}
+        result = {"epoch": state["epoch"], **state["metrics"],
+                  "score": float(state["metrics"][f"val/{SELECT_KEYS[train.select_by]}"])}
         with tempfile.TemporaryDirectory() as d:
             result.update(_test_metrics(model, data, job, common, device, d))
             tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
@@ -120,17 +121,23 @@ def run_trial(config: dict, data: dict, on_epoch=None) -> None:
         if epoch % train.eval_every == 0 or epoch == train.epochs:
             t0 = time.perf_counter()
             # A fresh generator per evaluation: the estimate does not depend on a resume.
-            val = evaluate(model, val_split, train.num_samples, generator=_eval_gen(job.spec.seed, epoch), **common)
+            val = evaluate(model, val_split, train.num_samples, generator=_eval_gen(job.spec.seed, epoch),
+                           per_entry=True, **common)
+            val.pop("per_entry")
+            probs = val.pop("probs")
             last_val = {f"val/{k.removeprefix('marginal/')}": v for k, v in val.items()
                         if k.startswith("marginal/")}
             result.update(last_val)
-            result["time/eval_s"] = time.perf_counter() - t0
             final = epoch == train.epochs
+            result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
+            if final or train.selection == "best":  # the evaluations a stage may decide by
+                result[INFLUENCE_KEY] = encode_influence(item_influence(
+                    probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins))
+            result["time/eval_s"] = time.perf_counter() - t0
             with tempfile.TemporaryDirectory() as d:
                 save_checkpoint(d, model, optimizer, epoch, generator, last_val, with_optimizer=not final)
                 if final and job.evaluate_test:
                     result.update(_test_metrics(model, data, job, common, device, d))
-                result["score"] = float(last_val["val/ece"])
                 tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
         else:
             tune.report(result)

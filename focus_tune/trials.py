@@ -74,6 +74,14 @@ class StageWinner:
     candidate: TrialSpec
     trained_as: str
     score: float
+    # How sure the decision was: the closest rival (the lowest scorer when the tie rule chose
+    # a less penalized candidate, else the runner-up), the rival's score minus the winner's
+    # (negative when the tie rule applied) and the standard error of that paired difference
+    # (None where no noise is known); rule: "lowest", "tie: less penalty" or "only candidate".
+    rival: str | None = None
+    difference: float | None = None
+    difference_se: float | None = None
+    rule: str = "lowest"
 
     @property
     def schedule(self) -> LambdaSchedule:

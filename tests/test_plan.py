@@ -120,6 +120,71 @@ def test_ties_go_to_the_first_grid_value():
     assert w["joint"].candidate.trial_id == "joint-la0.001-k1-s0"
 
 
+# -- the tie rule: a difference inside its noise goes to the smaller penalty -------------
+TIE_GRID = GridConfig(lambdas=(0.05, 0.005), k1=2, k2=(1, 5), constants=(0.05, 0.005))
+# The heavier penalty scores a little lower everywhere (by 0.001 per 0.045 of lambda sum).
+TIE_SCORE = {"stage1-l0.05-s0": 0.200, "stage1-l0.005-s0": 0.201,
+             "stage2-l0.05-s0": 0.190, "stage2-l0.005-s0": 0.1905,
+             "constant-0.05-s0": 0.25, "constant-0.005-s0": 0.26, "none-s0": 0.3}
+
+
+def _tie_results(plan):
+    results = {}
+    while batch := plan.next_batch(results):
+        for t in batch.trials:
+            results[t.trial_id] = TIE_SCORE.get(t.trial_id, 0.21)
+    return results
+
+
+@pytest.mark.parametrize(("se", "tie_se", "expect"), [
+    (0.002, 1.0, ("0.005", "0.005", "0.05")),    # stage 1's 0.001 is inside 1 SE; the constants' 0.01 is not
+    (0.0008, 1.0, ("0.05", "0.005", "0.05")),    # stage 1's 0.001 beats 1 SE
+    (0.0008, 2.0, ("0.005", "0.005", "0.05")),   # 2 SE: stage 1 is a tie again
+    (0.002, 0.0, ("0.05", "0.05", "0.05")),      # tie_se = 0: the paper's rule, the lowest
+    (None, 1.0, ("0.05", "0.05", "0.05")),       # no noise known: the lowest
+])
+def test_tie_rule_prefers_less_penalty_inside_the_noise(se, tie_se, expect):
+    calls = []
+
+    def noise(a, b):
+        calls.append((a, b))
+        return se
+
+    plan = SearchPlan(TIE_GRID, length=10, seed=0, tie_se=tie_se, difference_se=noise)
+    w = plan.winners(_tie_results(plan))
+    stage1, stage2 = w["stage1"].candidate.params["lambda_1"], w["stage2"].candidate.params["lambda_2"]
+    chosen = tuple(repr(v) for v in (stage1, stage2, w["constant"].candidate.params["lambda_const"]))
+    assert chosen[0] == expect[0] and chosen[2] == expect[2], chosen
+    # stage 2's candidates follow stage 1's winner; its gap is 0.0005 (inside 0.0008 too)
+    assert chosen[1] == ("0.005" if (se and tie_se) else "0.05")
+    first = w["stage1"]
+    if se is not None and tie_se and expect[0] == "0.005":
+        assert first.rule == "tie: less penalty" and first.rival == "stage1-l0.05-s0"
+        assert first.difference == pytest.approx(-0.001) and first.difference_se == se
+    else:
+        assert first.rule == "lowest" and first.rival == "stage1-l0.005-s0"
+        assert first.difference == pytest.approx(0.001)
+        assert first.difference_se == (se if se is not None else None)
+    assert w["none"].rule == "only candidate" and w["none"].rival is None
+    assert all(a != b for a, b in calls)
+
+
+def test_tie_rule_orders_joint_candidates_by_their_total_penalty():
+    """Joint candidates: the least lambda mass within the noise, whatever the grid order."""
+    grid = GridConfig(lambdas=(0.05, 0.005), k1=1, k2=(1, 3, 8), constants=(0.01,))
+    scores = {"joint-la0.05-k8-s0": 0.100, "joint-la0.005-k8-s0": 0.1004, "joint-la0.05-k3-s0": 0.1003,
+              "joint-la0.005-k3-s0": 0.1009}
+    plan = SearchPlan(grid, length=10, seed=0, tie_se=1.0, difference_se=lambda a, b: 0.0005)
+    results = {}
+    while batch := plan.next_batch(results):
+        for t in batch.trials:
+            results[t.trial_id] = scores.get(t.trial_id, 0.2 if t.stage != "final" else 0.1)
+    # within 0.0005 of 0.100: la0.005-k8 (mass 0.05+7*0.005), la0.05-k3 (0.05+2*0.05); k1 scored 0.2
+    joint = plan.winners(results)["joint"]
+    assert joint.candidate.trial_id == "joint-la0.005-k8-s0" and joint.rule == "tie: less penalty"
+    assert joint.rival == "joint-la0.05-k8-s0"
+
+
 # -- batches: overlap and dependencies ---------------------------------------------------
 def test_paper_grid_batches_and_training_count():
     """Hand count for L = 300: stages 3 x 4 = 12, constant 4, none 1, joint 4 x 5 = 20 of
@@ -476,6 +541,7 @@ def test_dry_run_lists_every_batch_assuming_a_grid():
         ({"joint_search": "optuna", "joint_budget": 0}, "joint_budget 0"),
         ({"joint_search": "random"}, "not one of grid, optuna"),
         ({"final_seeds": 0}, "final_seeds"),
+        ({"tie_se": -1.0}, "tie_se -1.0"),
     ],
 )
 def test_invalid_plans_are_rejected(kwargs, words):

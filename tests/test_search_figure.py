@@ -86,9 +86,11 @@ def test_figure_and_report_section(tmp_path):
     assert json.loads((tmp_path / "report" / "search.json").read_text()) == trace
     md = report.markdown
     assert "## The search" in md and "![the search](search.png)" in md
-    assert "| stage1 | `stage1-l0.05-s0` | 0.05 |  | n/a | failed |" in md
-    assert "| joint | `joint-la0.01-k5-s0` | 0.01 | 5 | 0.2000 | **chosen** |" in md
-    assert "| joint | `joint-la0.05-k1-s0` | 0.05 | 1 | 0.2200 | same schedule as `stage2-l0.01-s0`, trained once |" in md
+    assert "| stage1 | `stage1-l0.05-s0` | 0.05 |  | n/a |  | failed |" in md
+    assert "| joint | `joint-la0.01-k5-s0` | 0.01 | 5 | 0.2000 |  | **chosen** |" in md
+    assert ("| joint | `joint-la0.05-k1-s0` | 0.05 | 1 | 0.2200 |  | same schedule as `stage2-l0.01-s0`, "
+            "trained once |") in md
+    assert "- joint: `joint-la0.01-k5-s0`, lowest, by " in md  # no noise known: no SE
 
 
 def test_one_validation_per_training_draws_the_seeds_per_family(tmp_path, monkeypatch):

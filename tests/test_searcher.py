@@ -89,10 +89,19 @@ def test_a_stage_where_every_trial_failed_ends_the_search(tmp_path):
 def test_best_selection_uses_the_lowest_validation(tmp_path):
     searcher, state, _ = _searcher(tmp_path, slots=1, selection="best")
     searcher.suggest("a")
-    for value in (0.3, 0.1, 0.2):
-        searcher.on_trial_result("a", {"val/ece": value})
+    for value, influence in ((0.3, "x"), (0.1, "y"), (0.2, "z")):
+        searcher.on_trial_result("a", {"score": value, "val/influence": influence})
     searcher.on_trial_complete("a", _done(0.2))
     assert state.results == {"stage1-l0.01-s0": 0.1}
+    assert state.influence == {"stage1-l0.01-s0": "y"}  # the influences of the evaluation it took
+
+
+def test_last_selection_records_the_final_influences(tmp_path):
+    searcher, state, _ = _searcher(tmp_path, slots=1)
+    searcher.suggest("a")
+    searcher.on_trial_result("a", {"score": 0.1, "val/influence": "early"})
+    searcher.on_trial_complete("a", {**_done(0.2), "val/influence": "last"})
+    assert state.results == {"stage1-l0.01-s0": 0.2} and state.influence == {"stage1-l0.01-s0": "last"}
 
 
 def test_an_interrupt_stops_the_hand_out(tmp_path):

@@ -84,7 +84,17 @@ def _draw_stage(ax, stage: Mapping, color: str) -> None:
     _draw_chosen(ax, stage, color)
 
 
+def _draw_noise(ax, stage: Mapping) -> None:
+    """Error bars of +-1 SE of each candidate's difference from the chosen one."""
+    rows = [r for r in stage["candidates"] if r.get("se") is not None and r["score"] is not None
+            and r["lambda"] is not None]
+    if rows:
+        ax.errorbar([r["lambda"] for r in rows], [r["score"] for r in rows], yerr=[r["se"] for r in rows],
+                    fmt="none", ecolor="0.45", elinewidth=0.9, capsize=3, zorder=2)
+
+
 def _draw_chosen(ax, stage: Mapping, color: str) -> None:
+    _draw_noise(ax, stage)
     for r in stage["candidates"]:
         if r["trial_id"] == stage.get("winner") and r["score"] is not None and r["lambda"] is not None:
             ax.plot([r["lambda"]], [r["score"]], marker="*", ms=13, color=color, mec="black", mew=0.6, zorder=6)
@@ -129,7 +139,17 @@ def _stage_title(stage: Mapping, k1: int) -> str:
     else:
         head = "Constant: $\\lambda_{const}$"
         pick = f"$\\lambda_{{const}}$ = {chosen['lambda']:g}" if chosen else "undecided"
-    return f"{head}\nchosen: {pick}"
+    return f"{head}\nchosen: {pick}{_decision_note(stage.get('decision'))}"
+
+
+def _decision_note(decision: Mapping | None) -> str:
+    """The decision's margin in SE under the title: how sure the choice was."""
+    if not decision or decision.get("difference") is None:
+        return ""
+    diff, se = decision["difference"], decision.get("se")
+    if decision["rule"].startswith("tie"):
+        return f"\n(tie: {-diff:.4f} behind the lowest, {-diff / se:.1f} SE)"
+    return f"\n(by {diff:.4f}" + (f", {diff / se:.1f} SE)" if se else ")")
 
 
 def _draw_histories(ax, search: Mapping) -> None:

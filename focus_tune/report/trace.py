@@ -24,10 +24,13 @@ def _stage_x(stage: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return {"lambda": None, "k2": None}
 
 
-def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Sequence] | None = None) -> dict:
+def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Sequence] | None = None,
+                 score: str = "validation marginal ECE") -> dict:
     """What the search did, as plain JSON values: every stage's candidates with their
-    validation ECE (the selection score) and the chosen one, and each family's validation
-    ECE over epochs for the seeds of its final models.
+    selection score (named by ``score``), the chosen one and the decision (its rival, the
+    score difference and its standard error, the rule that chose: see ``focus_tune.plan``),
+    each candidate's ``se`` (of its difference from the chosen one; None where unknown),
+    and each family's validation ECE over epochs for the seeds of its final models.
 
     ``plan`` is the search's :class:`focus_tune.plan.SearchPlan`, ``results`` its trial id ->
     score (None = failed), ``histories`` trial id -> [(epoch, val ECE), ...] (the MLflow
@@ -36,10 +39,19 @@ def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Seque
     id of that trial in ``trained_as`` and its score.
     """
     stages = []
+    winners = plan.winners(results)
+    noise = plan.difference_se or (lambda a, b: None)
     for name, (candidates, winner) in plan.candidates(results).items():
+        chosen = winners.get(name)
         rows = [{"trial_id": c.spec.trial_id, "trained_as": c.trained_as, "schedule": str(c.spec.schedule),
-                 **_stage_x(name, c.spec.params), "score": c.score, "status": c.status} for c in candidates]
-        stages.append({"stage": name, "winner": winner, "candidates": rows})
+                 **_stage_x(name, c.spec.params), "penalty": float(sum(c.spec.schedule.values)),
+                 "score": c.score, "status": c.status,
+                 "se": (noise(c.trained_as, chosen.trained_as)
+                        if chosen and c.status == "ok" and c.trained_as != chosen.trained_as else None)}
+                for c in candidates]
+        decision = None if chosen is None else {"rule": chosen.rule, "rival": chosen.rival,
+                                                "difference": chosen.difference, "se": chosen.difference_se}
+        stages.append({"stage": name, "winner": winner, "decision": decision, "candidates": rows})
     specs = {t.trial_id: t for t in plan.all_trials(results)}
     curves: dict[str, list[dict]] = {}
     for family, by_seed in plan.finals(results).items():
@@ -50,10 +62,9 @@ def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Seque
             curves.setdefault(family, []).append({"seed": int(seed), "trial_id": trained,
                                                   "epochs": [e for e, _ in points],
                                                   "val_ece": [v for _, v in points]})
-    winners = plan.winners(results)
     chosen = {family: str(winners[FAMILY_STAGE[family]].schedule)
               for family in SEARCH_FAMILIES if FAMILY_STAGE[family] in winners}
-    return {"k1": plan.grid.k1, "seed": plan.seed, "length": plan.length, "score": "validation marginal ECE",
+    return {"k1": plan.grid.k1, "seed": plan.seed, "length": plan.length, "score": score, "tie_se": plan.tie_se,
             "chosen": chosen, "stages": stages, "histories": curves}
 
 
@@ -65,8 +76,10 @@ def search_lines(search: Mapping) -> list[str]:
              "time-dependent schedule, and the constant family's); horizontal lines: the chosen "
              "constant and the unregularized model. Bottom: the validation ECE over epochs of the "
              "models behind each family's final rows, one thin line per seed.", "",
-             "![the search](search.png)", "",
-             "| stage | candidate | lambda | k2 | validation ECE | note |", "|---|---|---:|---:|---:|---|"]
+             "![the search](search.png)", ""]
+    lines += decision_lines(search)
+    lines += [f"| stage | candidate | lambda | k2 | {search.get('score', 'validation ECE')} | ± SE vs chosen | note |",
+              "|---|---|---:|---:|---:|---:|---|"]
     for stage in search.get("stages", []):
         for row in stage["candidates"]:
             notes = []
@@ -79,5 +92,33 @@ def search_lines(search: Mapping) -> list[str]:
             lam = "" if row["lambda"] is None else f"{row['lambda']:g}"
             k2 = "" if row["k2"] is None else str(row["k2"])
             score = NA if row["score"] is None else f"{row['score']:.4f}"
-            lines.append(f"| {stage['stage']} | `{row['trial_id']}` | {lam} | {k2} | {score} | {'; '.join(notes)} |")
+            se = "" if row.get("se") is None else f"{row['se']:.4f}"
+            lines.append(f"| {stage['stage']} | `{row['trial_id']}` | {lam} | {k2} | {score} | {se} | "
+                         f"{'; '.join(notes)} |")
+    return lines + [""]
+
+
+def decision_text(decision: Mapping | None) -> str:
+    """One decision in words: by how much the winner beat its closest rival, in SE."""
+    if not decision or decision.get("rival") is None:
+        return "only candidate" if decision else "undecided"
+    diff, se = decision["difference"], decision.get("se")
+    z = "" if not se else f" = {abs(diff) / se:.1f} SE"
+    noise = "" if se is None else f" ± {se:.4f}"
+    if decision["rule"].startswith("tie"):
+        return f"tie → less penalty (the lowest, `{decision['rival']}`, was lower by {-diff:.4f}{noise}{z})"
+    return f"lowest, by {diff:.4f}{noise}{z} over `{decision['rival']}`"
+
+
+def decision_lines(search: Mapping) -> list[str]:
+    """Each stage's decision and its noise, before the candidates' table."""
+    stages = [s for s in search.get("stages", []) if s.get("decision")]
+    if not stages:
+        return []
+    tie = search.get("tie_se") or 0
+    rule = (f"the lowest score wins unless a less penalized candidate is within {tie:g} SE of it"
+            if tie else "the lowest score wins (the paper's rule)")
+    lines = [f"Decisions ({rule}; SE: of the paired difference over the validation items and "
+             "Monte Carlo draws, not over training seeds):", ""]
+    lines += [f"- {s['stage']}: `{s['winner']}`, {decision_text(s['decision'])}" for s in stages]
     return lines + [""]

@@ -50,8 +50,8 @@ class StateCallback(Callback):
         epochs = job.train.epochs
         if "epoch" in result:
             self.progress.epoch(job.trial_id, result["epoch"], epochs, result.get("time_total_s"))
-        if "val/ece" in result:
-            self.progress.evaluated(job.trial_id, result["epoch"], epochs, result["val/ece"])
+        if "score" in result:
+            self.progress.evaluated(job.trial_id, result["epoch"], epochs, result["score"])
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
         self.state.checkpoints[job_of(trial).trial_id] = checkpoint_uri(checkpoint)

@@ -15,6 +15,7 @@ from ..config import ConfigError, SearchConfig, load_search_config, space_path
 from ..data import DataError, ensure_dataset, load_dataset
 from ..interrupt import EXIT_INTERRUPTED, INTERRUPT, Interrupted
 from ..job import CONFIG_KEY, DataInfo, TrialJob
+from ..metrics import SELECT_NAMES
 from ..plan import SearchPlan, StageFailed, TrialSpec
 from ..progress import Progress, fmt_s
 from . import ray_runtime
@@ -164,9 +165,9 @@ def search(args, prep: Prepared, t_start: float, trainable=None) -> int:
             tracker.reopen()
         tracker.log_dataset(m, prep.data_path)
         plan = SearchPlan(cfg.grid, length=m.length, seed=args.seed, final_seeds=cfg.final_seeds,
-                          joint_search=args.joint_search)
+                          joint_search=args.joint_search, tie_se=cfg.train.tie_se, difference_se=state.difference_se)
         plan = dataclasses.replace(plan, joint_budget=joint_budget(args, plan))
-        progress = new_progress(plan, state)
+        progress = new_progress(plan, state, f"val {SELECT_NAMES[cfg.train.select_by]}")
         fit(args, prep, plan, state, tracker, progress, trainable)
         INTERRUPT.check()
         winners = plan.winners(state.results)
@@ -217,7 +218,7 @@ def joint_budget(args, plan: SearchPlan) -> int | None:
     return default_budget(plan.joint_trainings)
 
 
-def new_progress(plan: SearchPlan, state: SearchState) -> Progress:
+def new_progress(plan: SearchPlan, state: SearchState, score_name: str = "val ECE") -> Progress:
     """The progress display, counting what an earlier driver of a resumed search finished."""
     from ..cost import stats
 
@@ -228,7 +229,7 @@ def new_progress(plan: SearchPlan, state: SearchState) -> Progress:
     evaluations = {t.trial_id for t in plan.all_trials(state.results) if t.source_trial}
     done_evaluations = sum(tid in evaluations for tid in state.results)
     return Progress(trainings, expected.evaluations, done_trainings=len(state.results) - done_evaluations,
-                    done_evaluations=done_evaluations)
+                    done_evaluations=done_evaluations, score_name=score_name)
 
 
 def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, progress: Progress,

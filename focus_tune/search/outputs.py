@@ -37,6 +37,7 @@ def final_rows(plan, state) -> tuple[dict[str, list[dict]], list[int]]:
 def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winners):
     from .. import cost
     from ..baselines import Scoring, with_baselines
+    from ..metrics import SELECT_NAMES
     from ..report import search_trace, write_report
 
     finals, seeds = final_rows(plan, state)
@@ -47,7 +48,8 @@ def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winner
     m = dataset.manifest
     out = folder / "report"
     # The search itself (every stage's candidates, each family's validation ECE over epochs) in the report.
-    search = search_trace(plan, state.results, tracker.metric_histories("val/ece"))
+    search = search_trace(plan, state.results, tracker.metric_histories("val/ece"),
+                          score=f"validation marginal {SELECT_NAMES[cfg.train.select_by]}")
     report = write_report(out, args.game, args.profile, finals, schedules, m.class_names, m.condition_class,
                           search=search)
     eff = cost.efficiency(plan, state.results, state.trial_seconds, sum(state.fit_seconds), state.slots)
@@ -62,8 +64,26 @@ def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winner
                        params={"chosen_schedule": schedules["time-dependent"]})
     for stage, winner in winners.items():
         tracker.tag_winner(winner.trained_as, stage)
+    log_decisions(tracker, search)
     log_final_models(plan, state, cfg, DataInfo.of(m), tracker, folder, m, report.summary)
     return report
+
+
+def log_decisions(tracker, search: dict) -> None:
+    """Each stage decision on the parent run: a tag in words (``decision.<stage>``) and its
+    score difference and standard error as metrics (``decision/<stage>/difference``, ``/se``)."""
+    from ..report.trace import decision_text
+
+    tags, metrics = {}, {}
+    for stage in search["stages"]:
+        decision = stage.get("decision")
+        if not decision:
+            continue
+        tags[f"decision.{stage['stage']}"] = f"{stage['winner']}: {decision_text(decision)}"
+        for key in ("difference", "se"):
+            if decision.get(key) is not None:
+                metrics[f"decision/{stage['stage']}/{key}"] = decision[key]
+    tracker.log_search(tags=tags, metrics=metrics)
 
 
 def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Path, manifest, summary) -> None:

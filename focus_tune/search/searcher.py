@@ -19,7 +19,7 @@ from typing import Callable
 from ray.tune.search import Searcher
 
 from ..interrupt import INTERRUPT
-from ..job import TrialJob
+from ..job import INFLUENCE_KEY, TrialJob
 from ..plan import SearchPlan, StageFailed, TrialSpec, priority
 from .storage import SearchState
 
@@ -30,7 +30,9 @@ class PlanSearcher(Searcher):
     make_job(spec) -> TrialJob; slots: trials at once (None: no limit); optuna: a factory
     ``JointSpace -> JointOptuna`` for ``--joint-search optuna``; on_handout(job) is told of
     every trial handed out (the progress display). The score of a trial is its validation
-    ECE at the last epoch, or with ``selection="best"`` the lowest it reported.
+    score (``select_by``) at the last epoch, or with ``selection="best"`` the lowest it
+    reported; the per-item influences of that evaluation go to the state, for the noise of
+    the stage decisions.
     """
 
     def __init__(self, plan: SearchPlan, state: SearchState, make_job: Callable[[TrialSpec], TrialJob],
@@ -83,8 +85,8 @@ class PlanSearcher(Searcher):
 
     # -- results ----------------------------------------------------------------------------
     def on_trial_result(self, trial_id: str, result: dict) -> None:
-        if "val/ece" in result:
-            self.val_history.setdefault(trial_id, []).append(float(result["val/ece"]))
+        if "score" in result:
+            self.val_history.setdefault(trial_id, []).append((float(result["score"]), result.get(INFLUENCE_KEY)))
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         job = self.live.pop(trial_id, None)
@@ -92,14 +94,18 @@ class PlanSearcher(Searcher):
             return
         history = self.val_history.pop(trial_id, [])
         tid, result = job.trial_id, result or {}
+        influence = None
         if error or result.get("failed"):
             score = None  # crashed past its retries, or a non-finite loss
         elif "score" in result and result.get("epoch") == self.epochs:
             best = self.selection == "best" and job.spec.stage != "final" and history
-            score = float(min(history) if best else result["score"])
+            score, influence = (min(history, key=lambda h: h[0]) if best
+                                else (float(result["score"]), result.get(INFLUENCE_KEY)))
         else:
             return  # stopped before its end (Ctrl-C): it runs again, from its checkpoint, on --resume
         self.state.results[tid] = score
+        if influence is not None and job.spec.stage != "final":
+            self.state.influence[tid] = influence
         if job.spec.stage == "final" and score is not None:
             self.state.finals[tid] = {k: v for k, v in result.items()
                                       if k.startswith("test") or k.startswith("val/") or k == "epoch"}

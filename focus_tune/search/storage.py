@@ -8,12 +8,15 @@ give that guarantee; docs/DESIGN.md says more.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import short, write_atomic
+from ..job import decode_influence
+from ..metrics import difference_se
 
 STATE_FILE = "search_state.json"
 
@@ -28,6 +31,8 @@ class SearchState:
 
     path: Path
     results: dict[str, float | None] = field(default_factory=dict)  # trial id -> selection score
+    # trial id -> per-item influences on its score (job.encode_influence), for decisions' noise
+    influence: dict[str, str] = field(default_factory=dict)
     checkpoints: dict[str, str] = field(default_factory=dict)  # trial id -> latest checkpoint path
     finals: dict[str, dict] = field(default_factory=dict)  # trial id -> test result
     trial_seconds: dict[str, float] = field(default_factory=dict)  # Tune's time_total_s of each trial
@@ -46,7 +51,7 @@ class SearchState:
             what = f"unreadable ({short(str(err), 100)[1:-1]})"
         else:
             names = {f for f in cls.__dataclass_fields__ if f != "path"}
-            kinds = {"results": dict, "checkpoints": dict, "finals": dict, "trial_seconds": dict,
+            kinds = {"results": dict, "influence": dict, "checkpoints": dict, "finals": dict, "trial_seconds": dict,
                      "fit_seconds": list, "slots": int, "attempts": int, "fingerprint": dict}
             if not isinstance(raw, dict) or set(raw) - names:
                 what = f"not a search state (fields {short(sorted(raw) if isinstance(raw, dict) else raw)})"
@@ -58,9 +63,23 @@ class SearchState:
             raise SearchError(f"{path}: {what}; it cannot be resumed: move it away to start the search again")
         return cls(path=path, **raw)
 
+    def difference_se(self, a: str, b: str) -> float | None:
+        """Standard error of the difference of two trials' scores (paired over the validation
+        items), from their recorded influences; None when either has none (a failed trial, or a
+        search state from before they were recorded)."""
+        if a not in self.influence or b not in self.influence:
+            return None
+        x, y = _decoded(self.influence[a]), _decoded(self.influence[b])
+        return difference_se(x, y) if x.shape == y.shape else None
+
     def save(self) -> None:
         data = {k: v for k, v in self.__dict__.items() if k != "path"}
         write_atomic(self.path, json.dumps(data, indent=1))  # atomic and durable (fsync file and folder)
+
+
+@functools.lru_cache(maxsize=1024)
+def _decoded(text: str):
+    return decode_influence(text)
 
 
 def is_uri(storage: str) -> bool:
