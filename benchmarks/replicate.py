@@ -28,7 +28,8 @@ and the Monte Carlo draws. What does not: code, grids, profile, machine.
     python benchmarks/replicate.py --game hero --seeds 0-4 --aggregate-only --out OUT
 
 A run folder with a finished report is not run again; one with a search state and no report is
-resumed (``--resume``).
+resumed (``--resume``). Ctrl-C (or ``timeout -s INT``) stops every running search cleanly and
+aggregates the finished ones; the same command continues the others.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -77,6 +79,22 @@ def tracking_uri(storage: Path, game: str, profile: str, seed: int) -> str:
     return f"sqlite:///{(storage / f'mlflow-{game}-{profile}-seed{seed}.db').resolve()}"
 
 
+LIVE: set[subprocess.Popen] = set()  # the searches running now
+
+
+def interrupt_all(grace: float = 120.0) -> None:
+    """Ctrl-C each running search (it saves its state, marks its MLflow run KILLED and exits:
+    the same command resumes it) and wait for them."""
+    for proc in list(LIVE):
+        proc.send_signal(signal.SIGINT)
+    deadline = time.time() + grace
+    for proc in list(LIVE):
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def run_one(args, seed: int) -> tuple[int, int, float]:
     folder = run_dir(args.storage, args.game, args.profile, seed)
     if (folder / "report" / "results.csv").exists():
@@ -90,7 +108,11 @@ def run_one(args, seed: int) -> tuple[int, int, float]:
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     with log.open("a") as fh:
-        rc = subprocess.call(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=os.getcwd())
+        # Its own process group: Ctrl-C here reaches the searches only through interrupt_all.
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=os.getcwd(), start_new_session=True)
+        LIVE.add(proc)
+        rc = proc.wait()
+        LIVE.discard(proc)
     wall = time.time() - t0
     print(f"{args.game} seed {seed}: exit {rc} after {wall / 60:.1f} min (log {log})", flush=True)
     return seed, rc, wall
@@ -329,8 +351,20 @@ def main() -> int:
     seeds = seed_list(args.seeds)
     if not args.aggregate_only:
         args.storage.mkdir(parents=True, exist_ok=True)
-        with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-            done = list(pool.map(lambda s: run_one(args, s), seeds))
+        pool = ThreadPoolExecutor(max_workers=max(1, args.parallel))
+        futures = [pool.submit(run_one, args, s) for s in seeds]
+        try:
+            done = [f.result() for f in futures]
+        except KeyboardInterrupt:
+            # Stop the searches cleanly and report on those that finished; rerun to resume the rest.
+            for f in futures:
+                f.cancel()
+            interrupt_all()
+            pool.shutdown(wait=True)
+            print("interrupted: the finished searches are aggregated below; the same command resumes the others",
+                  file=sys.stderr)
+            done = []
+        pool.shutdown(wait=True)
         failed = [s for s, rc, _ in done if rc != 0]
         if failed:
             print(f"searches with seeds {failed} failed; their logs are in {args.storage / 'logs'}", file=sys.stderr)
