@@ -41,7 +41,9 @@ SELECT_BY = ("ece", "ece_debiased", "brier", "ce")  # validation score a stage d
 ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat
 ESTIMATORS = ("counted", "rao_blackwell")  # evaluation: the paper's counted frequencies, or the same draws Rao-Blackwellized
 PRECISIONS = ("bf16", "fp32")
-SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+# The packaged search spaces: in a checkout a link to the top-level search_spaces/, in an
+# installed wheel the files themselves (package data).
+SPACES_DIR = Path(__file__).resolve().parent / "search_spaces"
 
 __all__ = [  # the public API; the checks and the strict YAML live in config_checks and yaml_strict
     "ABSORBING", "ENCODERS", "ESTIMATORS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
@@ -143,11 +145,13 @@ class SearchConfig:
 
 # -- public entry points ----------------------------------------------------------------
 def space_path(game: str) -> Path:
-    """The packaged search space of a game: ``<repo>/search_spaces/<game>.yaml``."""
+    """The packaged search space of a game: ``focus_tune/search_spaces/<game>.yaml`` (in a
+    checkout, ``search_spaces/<game>.yaml`` through the link)."""
     if not SPACES_DIR.is_dir():
         raise ConfigError(
-            f"no search_spaces/ folder at {SPACES_DIR}; focus_tune expects it next to the package "
-            "(install from a checkout with `pip install -e .`), or pass your own file with --space PATH"
+            f"no search_spaces/ folder at {SPACES_DIR}: this focus_tune was installed without its "
+            "package data; reinstall it (pip install focus-tune, or pip install -e . in a checkout), "
+            "or pass your own file with --space PATH"
         )
     path = SPACES_DIR / f"{game}.yaml"
     if not path.is_file():

@@ -103,7 +103,7 @@ def test_quick_profile_overrides_training_and_reduces_the_grids_keeping_every_st
 
 
 def test_space_path_points_at_the_repo_folder_and_rejects_unknown_games():
-    assert space_path("hero") == Path(__file__).resolve().parent.parent / "search_spaces" / "hero.yaml"
+    assert space_path("hero").resolve() == Path(__file__).resolve().parent.parent / "search_spaces" / "hero.yaml"
     with pytest.raises(ConfigError, match=r"no search space for game 'pong'.*known games: bankheist, facemed"):
         space_path("pong")
 
