@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the joint lambda_all x k2 stage: the paper's grid, or Optuna with --joint-budget trainings")
     p.add_argument("--joint-budget", type=positive_int,
                    help="with --joint-search optuna: joint trainings Optuna may spend (default: half the grid's)")
+    p.add_argument("--register", metavar="NAME", type=registered_name,
+                   help="register each family's final model as a version of the MLflow registered model NAME, "
+                        "with the family as its alias (models:/NAME@time-dependent)")
     p.add_argument("--max-retries", type=non_negative_int, default=2,
                    help="retries of a crashed trial from its checkpoint")
     p.add_argument("--dry-run", action="store_true", help="print the trial plan and its cost, run nothing")
@@ -56,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --cluster-gpus: minutes per training at --gpus-per-trial "
                         "(default: measured from this search's run folder, if any)")
     return p
+
+
+def registered_name(text: str) -> str:
+    """A registered model's name: not empty, no '/' or ':' (they would break models:/NAME@alias)."""
+    if not text.strip() or any(ch in text for ch in "/:@"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a registered model name, without '/', ':' or '@'")
+    return text
 
 
 def check_flags(args) -> None:

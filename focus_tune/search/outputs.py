@@ -65,7 +65,8 @@ def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winner
     for stage, winner in winners.items():
         tracker.tag_winner(winner.trained_as, stage)
     log_decisions(tracker, search)
-    log_final_models(plan, state, cfg, DataInfo.of(m), tracker, folder, m, report.summary)
+    log_final_models(plan, state, cfg, DataInfo.of(m), tracker, folder, m, report.summary,
+                     register=getattr(args, "register", None))
     return report
 
 
@@ -86,11 +87,13 @@ def log_decisions(tracker, search: dict) -> None:
     tracker.log_search(tags=tags, metrics=metrics)
 
 
-def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Path, manifest, summary) -> None:
+def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Path, manifest, summary,
+                     register: str | None = None) -> None:
     """Each family's final model of the search seed, without pickle (``model_io``: numpy
     weights + JSON), in ``<run>/models/<family>`` and as a logged model of the parent run
     with the family's mean test metrics from the report's ``summary`` (``<family>/test/...``:
-    the parent run holds every family's, so the keys name the family). Its model.json also records what
+    the parent run holds every family's, so the keys name the family), and with ``register`` as
+    a version of that registered model with the family as its alias. Its model.json also records what
     ``focus_tune.predict`` needs to use it without the dataset: the class names, the
     sequence length and the image shape."""
     import torch
@@ -115,4 +118,7 @@ def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Pat
                                   "image_shape": list(manifest.image_shape)})
         metrics = {k: v for k, v in summary.items()
                    if k.startswith(f"{family}/test/") and not k.endswith(P_KEYS)}
-        tracker.log_model(saved, name=f"model-{family}", metrics=metrics)
+        model_id = tracker.log_model(saved, name=f"model-{family}", metrics=metrics)
+        if register:  # one version per family, aliased by the family: models:/<name>@time-dependent
+            version = tracker.register_model(model_id, register, family)
+            print(f"registered: models:/{register}@{family} (version {version})", flush=True)

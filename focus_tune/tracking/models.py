@@ -102,9 +102,12 @@ def model_signature(meta: dict):
     if not shape or not length or not num_classes:
         return None
     c, h, w = (int(x) for x in shape)
+    from ..pyfunc import params_schema
+
     return ModelSignature(
         inputs=Schema([TensorSpec(np.dtype("float32"), (-1, c, h, w), "images")]),
         outputs=Schema([TensorSpec(np.dtype("float32"), (-1, int(length), int(num_classes)), "marginals")]),
+        params=params_schema(),
     )
 
 

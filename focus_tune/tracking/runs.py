@@ -140,7 +140,9 @@ class Tracker:
 
     def log_model(self, folder: Path, name: str, metrics: dict | None = None, input_example=None) -> str:
         """A final model folder (``model_io.save_model``: numpy weights + JSON, no pickle) as a
-        logged model of the parent run; returns its id (load with ``model_io.load_model("models:/<id>")``).
+        logged model of the parent run; returns its id (load with ``model_io.load_model("models:/<id>")``,
+        or as MLflow's ``python_function``: ``mlflow.pyfunc.load_model``, ``mlflow models serve``;
+        see ``focus_tune.pyfunc``).
 
         Next to the folder's files it writes an ``MLmodel`` file with the model's signature
         (:func:`model_signature`, from model.json) and an input example (``input_example``,
@@ -153,6 +155,7 @@ class Tracker:
         dataset; ``client.get_logged_model(id).metrics`` lists them."""
         import numpy as np
         from mlflow.models import Model
+        from mlflow.pyfunc import add_to_model
 
         folder = Path(folder)
         meta = json.loads((folder / "model.json").read_text())
@@ -170,6 +173,8 @@ class Tracker:
                                 flavors={"focus_tune": {"format": meta.get("format"), "weights": "weights.npz",
                                                         "config": "model.json",
                                                         "loader": "focus_tune.model_io.load_model"}})
+                # mlflow.pyfunc.load_model / mlflow models serve, through focus_tune.pyfunc (no pickle)
+                add_to_model(mlmodel, loader_module="focus_tune.pyfunc")
                 example = input_example if input_example is not None else default_input_example(meta)
                 if example is not None:  # saved under the signature's input name, as it reads back
                     _save_example(mlmodel, {"images": np.asarray(example, dtype=np.float32)}, tmp)
@@ -182,6 +187,24 @@ class Tracker:
             raise
         self.client.finalize_logged_model(model.model_id, "READY")
         return model.model_id
+
+    def register_model(self, model_id: str, name: str, alias: str) -> int:
+        """A new version of the registered model ``name`` (created if missing) from the logged
+        model ``model_id``, tagged with its source run, and ``alias`` (e.g. the family) pointed
+        at it: ``models:/<name>@<alias>`` then loads it. Returns the version."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.create_registered_model(name, description="focus-tune final models, one version per family")
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        source = self.client.get_logged_model(model_id)
+        version = self.client.create_model_version(name, source=f"models:/{model_id}", run_id=self.parent_run_id,
+                                                   model_id=model_id, tags={"family": alias,
+                                                                             "model_type": str(source.model_type)})
+        self.client.set_registered_model_alias(name, alias, version.version)
+        return int(version.version)
 
     def _log_model_metrics(self, model_id: str, metrics: dict) -> None:
         ts = int(time.time() * 1000)
