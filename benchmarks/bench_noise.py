@@ -37,12 +37,12 @@ from focus_tune.data import load_dataset
 from focus_tune.job import DataInfo
 from focus_tune.metrics import sequence_ece
 from focus_tune.model_io import build_model
+from focus_tune.names import FAMILIES
 from focus_tune.plan import SearchPlan
 from focus_tune.temperature import paired_bootstrap_se
 from focus_tune.train import Split, evaluate
 from focus_tune.trainable import _eval_gen
 
-FAMILIES = ("none", "constant", "time-dependent")
 
 
 def checkpoint_of(run: Path, trial_id: str, sources: dict) -> Path:

@@ -32,10 +32,9 @@ from typing import Any, Callable, Mapping
 from .config_checks import (MAX_INT, MAX_K2, ConfigError, Context, alpha, choice, game_name, grid_list, k2_entry,
                             lambda_weight, non_negative_float, optional_positive_int, positive_float, positive_int, present,
                             required_fields, string)
+from .names import ENCODERS, PROFILES
 from .yaml_strict import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, read_yaml
 
-PROFILES = ("smoke", "quick", "paper")
-ENCODERS = ("resnet18", "small")
 SELECTIONS = ("last", "best")
 SELECT_BY = ("ece", "ece_debiased", "brier", "ce")  # validation score a stage decides by (metrics.SELECT_KEYS)
 ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat

@@ -14,7 +14,8 @@ import torch.nn as nn
 import torchvision
 from torchvision.models.resnet import BasicBlock
 
-ENCODERS = ("resnet18", "small")
+from .names import ENCODERS
+
 
 
 def _resnet18(in_channels: int, embed_dim: int, width: int = 64) -> nn.Module:

@@ -27,9 +27,10 @@ import numpy as np
 
 from .config import TrainConfig
 from .job import DataInfo
+from .names import MODEL_JSON, MODEL_WEIGHTS
 
-WEIGHTS = "weights.npz"
-CONFIG = "model.json"
+WEIGHTS = MODEL_WEIGHTS
+CONFIG = MODEL_JSON
 FORMAT = "focus-tune-state-dict-npz"
 
 # The fields that shape the network: a model.json without them cannot be rebuilt.

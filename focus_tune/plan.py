@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from .config import GridConfig
+from .names import JOINT_SEARCHES
 from .regularization import LambdaSchedule
 from .trials import (FAMILIES, FAMILY_STAGE, Batch, Candidate, JointSpace, Results, StageFailed, StageWinner,
                      Trainings, TrialSpec, priority)
@@ -51,7 +52,6 @@ from .trials import (FAMILIES, FAMILY_STAGE, Batch, Candidate, JointSpace, Resul
 __all__ = ["FAMILIES", "FAMILY_STAGE", "Batch", "Candidate", "JointSpace", "SearchPlan", "StageFailed",
            "StageWinner", "TrialSpec", "priority"]
 
-JOINT_SEARCHES = ("grid", "optuna")
 
 
 

@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 import math
 from typing import Iterable, Mapping
 
+from .names import FAMILIES, FAMILY_STAGE
 from .regularization import LambdaSchedule
 
-FAMILIES = ("none", "constant", "time-dependent")
-# The stage whose winner is each family's winner.
-FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint"}
 
 Results = Mapping[str, "float | None"]  # trial id -> selection score (None: failed)
 

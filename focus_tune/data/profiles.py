@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..names import PROFILES
+
 FACEMED = "facemed"
 ATARI_GAMES = ("hero", "seaquest", "riverraid", "bankheist", "roadrunner")
 GAMES = (FACEMED,) + ATARI_GAMES
-PROFILES = ("smoke", "quick", "paper")
 
 # Paper, App. B: mean time to the next scoring event in seconds (60 Hz frames).
 PAPER_MEAN_LENGTH_S = {

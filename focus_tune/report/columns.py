@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..names import FAMILIES as SEARCH_FAMILIES
+
 BASELINES = ("temperature-scaled", "image-blind", "image-Bayes", "oracle", "exact")
-FAMILIES = ("none", "constant", "time-dependent", *BASELINES)
+FAMILIES = (*SEARCH_FAMILIES, *BASELINES)  # every row of a report
 # Rows to compare against, not ranked with the models.
 REFERENCES = ("image-blind", "image-Bayes", "oracle", "exact")
 # What a baseline row is, in the chosen-schedules table.

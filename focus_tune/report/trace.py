@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from ..names import FAMILIES, FAMILY_STAGE
 from .columns import NA
 from .stats import to_float
 
 SEARCH_JSON = "search.json"
-SEARCH_FAMILIES = ("none", "constant", "time-dependent")
-FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint"}  # as in plan.py
+SEARCH_FAMILIES = FAMILIES  # the families a search chooses (the report's other rows are baselines)
 
 
 def _stage_x(stage: str, params: Mapping[str, Any]) -> dict[str, Any]:

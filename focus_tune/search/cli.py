@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..cli import OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number
-from ..config import PROFILES
+from ..names import JOINT_SEARCHES, PROFILES
 from ..data import GAMES
 from .storage import SearchError
 
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="retrainings of each family's winner, one per seed (default: the search space's "
                         "final_seeds, 3 as in the paper); the families share their seeds, so they are compared paired")
     p.add_argument("--resume", action="store_true", help="continue the search in its run folder")
-    p.add_argument("--joint-search", choices=("grid", "optuna"), default="grid",
+    p.add_argument("--joint-search", choices=JOINT_SEARCHES, default="grid",
                    help="the joint lambda_all x k2 stage: the paper's grid, or Optuna with --joint-budget trainings")
     p.add_argument("--joint-budget", type=positive_int,
                    help="with --joint-search optuna: joint trainings Optuna may spend (default: half the grid's)")

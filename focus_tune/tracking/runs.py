@@ -13,6 +13,7 @@ import mlflow
 from mlflow.entities import Dataset, DatasetInput, InputTag, LoggedModelOutput, Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from ..names import MODEL_JSON, MODEL_WEIGHTS
 from .lineage import DATASET_CONTEXT, WINNER_TAG, context_tags, dataset_entity
 from .models import _save_example, default_input_example, model_signature
 from .store import _is_metric, tracking_uri
@@ -158,7 +159,7 @@ class Tracker:
         from mlflow.pyfunc import add_to_model
 
         folder = Path(folder)
-        meta = json.loads((folder / "model.json").read_text())
+        meta = json.loads((folder / MODEL_JSON).read_text())
         params = {f"train.{k}": v for k, v in (meta.get("train") or {}).items()}
         params.update({k: meta[k] for k in ("family", "trial_id", "game") if meta.get(k) is not None})
         model = self.client.create_logged_model(
@@ -170,8 +171,8 @@ class Tracker:
             with tempfile.TemporaryDirectory() as tmp:
                 mlmodel = Model(artifact_path=model.artifact_location, run_id=self.parent_run_id,
                                 model_uuid=model.model_id, model_id=model.model_id, signature=model_signature(meta),
-                                flavors={"focus_tune": {"format": meta.get("format"), "weights": "weights.npz",
-                                                        "config": "model.json",
+                                flavors={"focus_tune": {"format": meta.get("format"), "weights": MODEL_WEIGHTS,
+                                                        "config": MODEL_JSON,
                                                         "loader": "focus_tune.model_io.load_model"}})
                 # mlflow.pyfunc.load_model / mlflow models serve, through focus_tune.pyfunc (no pickle)
                 add_to_model(mlmodel, loader_module="focus_tune.pyfunc")

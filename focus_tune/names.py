@@ -1,0 +1,16 @@
+"""The project's domain names, each defined once. Plain Python (no torch, numpy, Ray or
+MLflow), so that any module, light or heavy, imports them instead of repeating them."""
+
+from __future__ import annotations
+
+# The families of the paper's comparison, in its order, and the stage whose winner each is.
+FAMILIES = ("none", "constant", "time-dependent")
+FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint"}
+
+PROFILES = ("smoke", "quick", "paper")  # the search spaces' profiles (and the built-in data sizes)
+ENCODERS = ("resnet18", "small")  # image encoders of the simulator
+JOINT_SEARCHES = ("grid", "optuna")  # how the joint lambda_all x k2 stage is searched
+
+# A saved final model (focus_tune.model_io): its weights and its config / metadata.
+MODEL_WEIGHTS = "weights.npz"
+MODEL_JSON = "model.json"
