@@ -35,7 +35,6 @@ from .config_checks import (MAX_INT, MAX_K2, ConfigError, Context, alpha, choice
 from .names import ENCODERS, PROFILES
 from .yaml_strict import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, read_yaml
 
-SELECTIONS = ("last", "best")
 SELECT_BY = ("ece", "ece_debiased", "brier", "ce")  # validation score a stage decides by (metrics.SELECT_KEYS)
 ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat
 ESTIMATORS = ("counted", "rao_blackwell")  # evaluation: the paper's counted frequencies, or the same draws Rao-Blackwellized
@@ -46,7 +45,7 @@ SPACES_DIR = Path(__file__).resolve().parent / "search_spaces"
 
 __all__ = [  # the public API; the checks and the strict YAML live in config_checks and yaml_strict
     "ABSORBING", "ENCODERS", "ESTIMATORS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
-    "PROFILES", "SELECT_BY", "SELECTIONS", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
+    "PROFILES", "SELECT_BY", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
     "load_search_config", "space_path",
 ]
 
@@ -66,7 +65,6 @@ class TrainConfig:
     encoder: str  # "resnet18" | "small"
     embed_dim: int
     hidden: int
-    selection: str  # "last" (the paper: last-epoch model) | "best" (best validation ECE)
     val_items: int | None = None  # None = the whole validation split
     test_items: int | None = None  # None = the whole test split
     # Evaluation sampling: "model" draws every entry from the model (a model that leaves
@@ -229,7 +227,6 @@ _TRAIN_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
     "encoder": choice(ENCODERS),
     "embed_dim": positive_int,
     "hidden": positive_int,
-    "selection": choice(SELECTIONS),
     "val_items": optional_positive_int,
     "test_items": optional_positive_int,
     "absorbing": choice(ABSORBING),

@@ -12,6 +12,12 @@ import re
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, Mapping
 
+# Keys of earlier versions, with why they went (a clearer error than "unknown key").
+REMOVED_KEYS = {
+    "selection": "the search scores every trial at its last epoch, as the paper does ('best' chose a "
+                 "candidate by its best epoch but tested its last one)",
+}
+
 from .atomic import short
 from .regularization import check_lambda
 
@@ -44,6 +50,8 @@ class Context:
         """No unknown key (the error lists the allowed ones) and every required one."""
         allowed = (*required, *optional)
         for key in d:
+            if key in REMOVED_KEYS and key not in allowed:
+                raise self.error(_join(at, str(key)), f"no longer a setting: {REMOVED_KEYS[key]}; delete it")
             if key not in allowed:
                 raise self.error(_join(at, str(key)), f"unknown key; allowed here: {', '.join(allowed)}")
         for key in required:

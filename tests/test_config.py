@@ -71,7 +71,6 @@ def test_paper_profile_has_the_papers_values(game):
         encoder="resnet18",
         embed_dim=256,
         hidden=256,
-        selection="last",
         val_items=None,
         test_items=None,
     )
@@ -83,7 +82,7 @@ def test_smoke_profile_is_tiny_and_keeps_every_stage():
     assert (t.encoder, t.embed_dim, t.hidden, t.epochs, t.eval_every, t.num_samples, t.batch_size, t.lr) == (
         "small", 32, 32, 3, 1, 16, 16, 1e-2,
     )
-    assert (t.ece_bins, t.alpha, t.selection) == (10, 0.9, "last")  # not overridden: top level
+    assert (t.ece_bins, t.alpha, t.select_by) == (10, 0.9, "ece")  # not overridden: top level
     g = cfg.grid
     assert g.k1 >= 2  # a second sequential stage is exercised
     assert min(g.k2) <= g.k1 < max(g.k2)  # a deduplicated joint candidate and a real one
@@ -192,7 +191,7 @@ BAD = [
     ("train.alpha", 1.0, "train.alpha", "must be in (0, 1)"),
     ("train.alpha", 0, "train.alpha", "must be in (0, 1)"),
     ("train.encoder", "resnet50", "train.encoder", "'resnet50' is not one of resnet18, small"),
-    ("train.selection", "first", "train.selection", "is not one of last, best"),
+    ("train.selection", "last", "train.selection", "no longer a setting: the search scores every trial at its last epoch"),
     ("train.select_by", "auc", "train.select_by", "is not one of ece, ece_debiased, brier, ce"),
     ("train.tie_se", -0.5, "train.tie_se", "must be a finite number >= 0"),
     ("train.tie_se", "1", "train.tie_se", "quoted?"),
@@ -231,7 +230,7 @@ def test_invalid_values_name_file_and_field(tmp_path, dotted, value, at, words):
     assert words in message, message
 
 
-@pytest.mark.parametrize("missing", ["game", "grid", "train", "train.lr", "grid.k1", "train.selection"])
+@pytest.mark.parametrize("missing", ["game", "grid", "train", "train.lr", "grid.k1", "train.epochs"])
 def test_missing_required_keys(tmp_path, missing):
     space = base_space()
     *parents, last = missing.split(".")

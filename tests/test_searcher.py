@@ -19,12 +19,12 @@ TRAIN = load_search_config(space_path("facemed"), "smoke").train
 INFO = DataInfo(num_classes=3, event=2, condition_class=0, in_channels=3)
 
 
-def _searcher(tmp_path, slots=2, selection="last"):
+def _searcher(tmp_path, slots=2):
     state = SearchState(path=tmp_path / "state.json")
     plan = SearchPlan(GRID, length=10, seed=0, final_seeds=2)
     handed = []
     searcher = PlanSearcher(plan, state, lambda spec: TrialJob(spec, TRAIN, INFO), slots, TRAIN.epochs,
-                            selection, on_handout=handed.append)
+                            on_handout=handed.append)
     return searcher, state, handed
 
 
@@ -86,20 +86,9 @@ def test_a_stage_where_every_trial_failed_ends_the_search(tmp_path):
     assert "stage1" in str(searcher.error)
 
 
-def test_best_selection_uses_the_lowest_validation(tmp_path):
-    searcher, state, _ = _searcher(tmp_path, slots=1, selection="best")
-    searcher.suggest("a")
-    for value, influence in ((0.3, "x"), (0.1, "y"), (0.2, "z")):
-        searcher.on_trial_result("a", {"score": value, "val/influence": influence})
-    searcher.on_trial_complete("a", _done(0.2))
-    assert state.results == {"stage1-l0.01-s0": 0.1}
-    assert state.influence == {"stage1-l0.01-s0": "y"}  # the influences of the evaluation it took
-
-
-def test_last_selection_records_the_final_influences(tmp_path):
+def test_the_last_epochs_score_and_influences_are_recorded(tmp_path):
     searcher, state, _ = _searcher(tmp_path, slots=1)
     searcher.suggest("a")
-    searcher.on_trial_result("a", {"score": 0.1, "val/influence": "early"})
     searcher.on_trial_complete("a", {**_done(0.2), "val/influence": "last"})
     assert state.results == {"stage1-l0.01-s0": 0.2} and state.influence == {"stage1-l0.01-s0": "last"}
 

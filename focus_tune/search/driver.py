@@ -271,7 +271,7 @@ def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, pro
     # pending: every free slot gets its trial (and its actor) at once. With an autoscaler
     # (no slot limit) the whole runnable demand is visible to it.
     os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(slots or 1000)
-    searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, cfg.train.selection, optuna, handout)
+    searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, optuna, handout)
     name = "search" if state.attempts == 1 else f"search-attempt{state.attempts}"
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(trainable or run_trial, data=prep.splits),

@@ -30,21 +30,19 @@ class PlanSearcher(Searcher):
     make_job(spec) -> TrialJob; slots: trials at once (None: no limit); optuna: a factory
     ``JointSpace -> JointOptuna`` for ``--joint-search optuna``; on_handout(job) is told of
     every trial handed out (the progress display). The score of a trial is its validation
-    score (``select_by``) at the last epoch, or with ``selection="best"`` the lowest it
-    reported; the per-item influences of that evaluation go to the state, for the noise of
-    the stage decisions.
+    score (``select_by``) at the last epoch (the paper's last-epoch model); the per-item
+    influences of that evaluation go to the state, for the noise of the stage decisions.
     """
 
     def __init__(self, plan: SearchPlan, state: SearchState, make_job: Callable[[TrialSpec], TrialJob],
-                 slots: int | None, epochs: int, selection: str = "last", optuna=None,
+                 slots: int | None, epochs: int, optuna=None,
                  on_handout: Callable[[TrialJob], None] = lambda job: None):
         super().__init__()  # no metric: results without a score (a NaN trial's) are valid too
         self.plan, self.state, self.make_job = plan, state, make_job
-        self.slots, self.epochs, self.selection = slots, epochs, selection
+        self.slots, self.epochs = slots, epochs
         self.optuna_factory, self.optuna = optuna, None
         self.on_handout = on_handout
         self.live: dict[str, TrialJob] = {}  # Tune's trial id -> the job it runs
-        self.val_history: dict[str, list[float]] = {}
         self.error: StageFailed | None = None
 
     # -- handing out ----------------------------------------------------------------------
@@ -84,23 +82,16 @@ class PlanSearcher(Searcher):
         return min((t for t in batch.trials if t.trial_id not in running), key=priority, default=None)
 
     # -- results ----------------------------------------------------------------------------
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        if "score" in result:
-            self.val_history.setdefault(trial_id, []).append((float(result["score"]), result.get(INFLUENCE_KEY)))
-
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         job = self.live.pop(trial_id, None)
         if job is None:
             return
-        history = self.val_history.pop(trial_id, [])
         tid, result = job.trial_id, result or {}
         influence = None
         if error or result.get("failed"):
             score = None  # crashed past its retries, or a non-finite loss
         elif "score" in result and result.get("epoch") == self.epochs:
-            best = self.selection == "best" and job.spec.stage != "final" and history
-            score, influence = (min(history, key=lambda h: h[0]) if best
-                                else (float(result["score"]), result.get(INFLUENCE_KEY)))
+            score, influence = float(result["score"]), result.get(INFLUENCE_KEY)
         else:
             return  # stopped before its end (Ctrl-C): it runs again, from its checkpoint, on --resume
         self.state.results[tid] = score
