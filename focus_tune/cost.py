@@ -202,11 +202,9 @@ def _fmt_num(x: float) -> str:
     return f"{x:g}"
 
 
-def describe_batches(batches: list[Batch], cpus_per_trial: float | None, gpus_per_trial: float) -> list[str]:
-    """Every batch, its trials and what each asks for (``cpus_per_trial`` None: the search's
-    local default, the machine's CPUs shared among the batch's trials)."""
-    cpu = "a share of the CPUs" if cpus_per_trial is None else f"{_fmt_num(cpus_per_trial)} CPU"
-    res = cpu + (f" + {_fmt_num(gpus_per_trial)} GPU" if gpus_per_trial else "")
+def describe_batches(batches: list[Batch], cpus_per_trial: float, gpus_per_trial: float) -> list[str]:
+    """Every batch, its trials and what each asks for."""
+    res = f"{_fmt_num(cpus_per_trial)} CPU" + (f" + {_fmt_num(gpus_per_trial)} GPU" if gpus_per_trial else "")
     lines = []
     for n, b in enumerate(batches, start=1):
         counts = Counter(t.label for t in b.trials)
@@ -222,19 +220,17 @@ def describe_batches(batches: list[Batch], cpus_per_trial: float | None, gpus_pe
 
 
 def plan_cost(plan: SearchPlan, cfg, cluster_gpus: int | None = None, gpus_per_trial: float = 1.0,
-              trial_minutes: float | None = None, *, cpus_per_trial: float | None = 1.0,
+              trial_minutes: float | None = None, *, cpus_per_trial: float = 1.0,
               cluster_cpus: float | None = None, max_concurrent: int = 0, epoch_minutes: float | None = None,
               eval_minutes: float | None = None, results=None) -> str:
     """The dry-run text: the plan, its savings and, with ``cluster_gpus``, its cost.
 
     cfg: the :class:`~focus_tune.config.SearchConfig` (epochs, profile); trial_minutes: one
     training at this GPU fraction (or ``epoch_minutes`` x epochs); results: known results of
-    a resumed search (done batches then come out as they ran); cpus_per_trial None: the local
-    default (the machine's CPUs shared by a batch), 1 on a cluster.
+    a resumed search (done batches then come out as they ran); cpus_per_trial: each trial's
+    CPUs (the search's default is 1).
     """
     epochs = cfg.train.epochs
-    if cluster_gpus and cpus_per_trial is None:
-        cpus_per_trial = 1.0  # the search's default on a cluster
     batches = plan.dry_run(results)
     s = stats(plan, batches)
     lines = describe_batches(batches, cpus_per_trial, gpus_per_trial if cluster_gpus else 0.0)

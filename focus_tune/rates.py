@@ -6,25 +6,17 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 from pathlib import Path
+from typing import Mapping
 
 
-def measured_trial_minutes(run_dir: Path) -> float | None:
-    """Median training time (minutes) of a finished or partial search in ``run_dir``
-    (``<game>-<profile>-seed<N>``), from its ``search_state.json``. The finals with the search
-    seed are left out: they only evaluated a search trial's checkpoint."""
-    run_dir = Path(run_dir)
-    from .search.storage import STATE_FILE, SearchState
-
-    path = run_dir / STATE_FILE
-    if not path.exists():
-        return None
-    state = SearchState.load(path).__dict__
-    seed = re.search(r"-seed(\d+)$", run_dir.name)
-    reused = f"-s{seed.group(1)}" if seed else None
-    seconds = [sec for tid, sec in state.get("trial_seconds", {}).items()
+def measured_trial_minutes(trial_seconds: Mapping[str, float], seed: int | None = None) -> float | None:
+    """Median training time (minutes) of a search from its trials' seconds (the search state's
+    ``trial_seconds``). The finals with the search ``seed`` are left out: they only evaluated
+    a search trial's checkpoint."""
+    reused = f"-s{seed}" if seed is not None else None
+    seconds = [sec for tid, sec in trial_seconds.items()
                if sec and sec > 0 and not (tid.startswith("final-") and reused and tid.endswith(reused))]
     return statistics.median(seconds) / 60 if seconds else None
 
@@ -77,18 +69,18 @@ def evaluation_minutes_from_rates(rates: dict, spec, cfg, gpus_per_trial: float)
     return items * spec.length * rates["val_s_per_item_entry"] * slow / 60
 
 
-def trial_minutes_for(args_minutes: float | None, run_dir: Path, cfg, game: str, profile: str,
-                      gpus_per_trial: float, builtin_data: bool = True) -> tuple[float | None, float | None, str]:
+def trial_minutes_for(user_minutes: float | None, measured: float | None, measured_from: str, cfg, game: str,
+                      profile: str, gpus_per_trial: float,
+                      builtin_data: bool = True) -> tuple[float | None, float | None, str]:
     """(minutes per training, minutes per test evaluation or None for the default, source):
     the per-training time the dry run costs with, and where it comes from: the user's
-    ``--trial-minutes``; else the median training of an earlier run of this search
-    (:func:`measured_trial_minutes`); else, for a built-in dataset and a GPU fraction the GPU
+    ``--trial-minutes``; else ``measured``, the median training of an earlier run of this
+    search (:func:`measured_trial_minutes`; ``measured_from`` says where); else, for a built-in dataset and a GPU fraction the GPU
     check measured, the measured GPU rates (:func:`training_minutes_from_rates`)."""
-    if args_minutes:
-        return args_minutes, None, "--trial-minutes"
-    measured = measured_trial_minutes(run_dir)
+    if user_minutes:
+        return user_minutes, None, "--trial-minutes"
     if measured:
-        return measured, None, f"the median training of {run_dir}"
+        return measured, None, measured_from
     rates = load_gpu_rates()
     if rates and builtin_data:
         from .data.profiles import get_spec

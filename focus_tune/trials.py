@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import math
 from typing import Iterable, Mapping
 
-from .names import FAMILIES, FAMILY_STAGE
 from .regularization import LambdaSchedule
 
 

@@ -1,7 +1,6 @@
 """The cost model: slots, the searcher's schedule, wall time, GPU-hours and a search's
 efficiency, against hand-computed values."""
 
-import json
 
 import pytest
 
@@ -124,8 +123,8 @@ def test_plan_cost_text(hero):
 
 def test_plan_cost_without_a_cluster_or_a_time(hero):
     cfg, plan = hero
-    plain = plan_cost(plan, cfg, cpus_per_trial=None)
-    assert "GPU" not in plain and "round 5:" in plain and "each a share of the CPUs" in plain
+    plain = plan_cost(plan, cfg)
+    assert "GPU" not in plain and "round 5:" in plain and "each 1 CPU" in plain
     no_time = plan_cost(plan, cfg, cluster_gpus=4, gpus_per_trial=0.0)
     assert "costing with 1 GPU per trial" in no_time and "4 trials at once" in no_time
     assert "pass --trial-minutes" in no_time and "waves per round: 3, 3, 1, 4, 1" in no_time
@@ -133,16 +132,12 @@ def test_plan_cost_without_a_cluster_or_a_time(hero):
     assert "1h40m per training" in by_epoch  # 200 epochs x 0.5 min
 
 
-def test_measured_trial_minutes(tmp_path):
-    run = tmp_path / "hero-paper-seed0"
-    assert measured_trial_minutes(run) is None
-    run.mkdir()
-    (run / "search_state.json").write_text(json.dumps({"results": {}, "trial_seconds": {
-        "stage1-l0.01-s0": 600.0, "stage1-l0.05-s0": 660.0, "none-s0": 540.0,
-        "final-none-s0": 4.0,  # evaluates none-s0's checkpoint: not a training
-        "final-none-s1": 620.0,
-    }}))
-    assert measured_trial_minutes(run) == pytest.approx(610 / 60)
+def test_measured_trial_minutes():
+    assert measured_trial_minutes({}, 0) is None
+    seconds = {"stage1-l0.01-s0": 600.0, "stage1-l0.05-s0": 660.0, "none-s0": 540.0,
+               "final-none-s0": 4.0,  # evaluates none-s0's checkpoint: not a training
+               "final-none-s1": 620.0}
+    assert measured_trial_minutes(seconds, 0) == pytest.approx(610 / 60)
 
 
 # -- per-training minutes from the GPU rates of benchmarks/gpu_check.py --------------------
@@ -173,15 +168,12 @@ def test_training_minutes_from_rates_by_hand(hero):
 def test_trial_minutes_for_prefers_the_user_then_a_run_then_the_rates(hero, tmp_path, monkeypatch):
     cfg, _ = hero
     monkeypatch.setattr(rate_source, "load_gpu_rates", lambda: RATES)
-    run = tmp_path / "hero-paper-seed0"
-    assert trial_minutes_for(42.0, run, cfg, "hero", "paper", 0.5) == (42.0, None, "--trial-minutes")
-    minutes, test_minutes, source = trial_minutes_for(None, run, cfg, "hero", "paper", 0.5)
+    assert trial_minutes_for(42.0, 10.0, "a run", cfg, "hero", "paper", 0.5) == (42.0, None, "--trial-minutes")
+    minutes, test_minutes, source = trial_minutes_for(None, None, "", cfg, "hero", "paper", 0.5)
     assert minutes == pytest.approx(training_minutes_from_rates(RATES, get_spec("hero", "paper"), cfg, 0.5))
     assert test_minutes > 0 and "Test GPU" in source and "validation every 10" in source
-    assert trial_minutes_for(None, run, cfg, "hero", "paper", 0.5, builtin_data=False) == (None, None, "")
-    run.mkdir()
-    (run / "search_state.json").write_text(json.dumps({"trial_seconds": {"stage1-l0.01-s0": 600.0}}))
-    assert trial_minutes_for(None, run, cfg, "hero", "paper", 0.5)[:2] == (10.0, None)
+    assert trial_minutes_for(None, None, "", cfg, "hero", "paper", 0.5, builtin_data=False) == (None, None, "")
+    assert trial_minutes_for(None, 10.0, "a run", cfg, "hero", "paper", 0.5) == (10.0, None, "a run")
 
 
 def test_the_committed_gpu_rates_cover_every_paper_dataset_shape():

@@ -57,7 +57,7 @@ def test_pyfunc_load_model_predicts_what_predict_computes(logged, tracker, manif
                                atol=1e-6)
 
 
-def test_pyfunc_rejects_images_of_another_shape(logged, tracker):
+def test_pyfunc_rejects_images_of_another_shape(logged, tracker):  # noqa: F811
     uri, images = logged
     model = SimulatorModel(predict.load(uri, tracking_uri=tracker.uri))
     with pytest.raises(predict.PredictError, match=r"images \(2, 3, 5, 5\): expected \[n, "):

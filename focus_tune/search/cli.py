@@ -1,14 +1,62 @@
-"""The command line of ``python -m focus_tune.search`` and the checks of its flags."""
+"""The command line of ``python -m focus_tune.search``: its flags, their checks and the one
+typed :class:`SearchOptions` the rest of the search reads (the argparse namespace ends here)."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
-from ..cli import OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number
-from ..names import JOINT_SEARCHES, PROFILES
+from ..cli import (
+    OneLineParser,
+    non_negative_int,
+    non_negative_number,
+    positive_int,
+    positive_number,
+)
 from ..data import GAMES
+from ..names import JOINT_SEARCHES, PROFILES
 from .storage import SearchError
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What the user asked for, checked and with every default resolved."""
+
+    game: str
+    profile: str = "quick"
+    space: Path | None = None
+    data: Path | None = None
+    data_root: Path = Path("data_cache")
+    storage: str = "runs"
+    address: str | None = None
+    tracking_uri: str | None = None
+    cpus_per_trial: float = 1.0  # also the trial's torch threads
+    gpus_per_trial: float = 0.0
+    max_concurrent: int | None = None
+    wait_for_resources: bool = False
+    seed: int = 0
+    final_seeds: int | None = None  # None: the search space's
+    resume: bool = False
+    joint_search: str = "grid"
+    joint_budget: int | None = None
+    register: str | None = None
+    max_retries: int = 2
+    dry_run: bool = False
+    cluster_gpus: int | None = None
+    trial_minutes: float | None = None
+
+
+def parse_options(argv: Sequence[str] | None = None) -> SearchOptions:
+    """The flags as :class:`SearchOptions`; argparse exits on a bad flag, a SearchError names
+    a bad combination (:func:`check_flags`)."""
+    ns = vars(build_parser().parse_args(argv))
+    if ns["cpus_per_trial"] is None:  # one CPU (one torch thread) per trial: measured fastest on a laptop
+        ns["cpus_per_trial"] = 1.0
+    options = SearchOptions(**ns)
+    check_flags(options)
+    return options
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +116,7 @@ def registered_name(text: str) -> str:
     return text
 
 
-def check_flags(args) -> None:
+def check_flags(args: SearchOptions) -> None:
     """Checks across flags that argparse cannot make; a SearchError names the flags."""
     if args.gpus_per_trial > 1 and args.gpus_per_trial != int(args.gpus_per_trial):
         raise SearchError(f"--gpus-per-trial {args.gpus_per_trial:g}: above 1, a trial takes whole GPUs "

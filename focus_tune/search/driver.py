@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import fsync_path, short
-from ..config import ConfigError, SearchConfig, load_search_config, space_path
+from ..config import ConfigError, SearchConfig
 from ..data import DataError, ensure_dataset, load_dataset
 from ..interrupt import EXIT_INTERRUPTED, INTERRUPT, Interrupted
 from ..job import CONFIG_KEY, DataInfo, TrialJob
@@ -19,17 +19,24 @@ from ..metrics import SELECT_NAMES
 from ..plan import SearchPlan, StageFailed, TrialSpec
 from ..progress import Progress, fmt_s
 from . import ray_runtime
-from .cli import build_parser, check_flags
-from .storage import (STATE_FILE, SearchError, SearchState, check_storage, remove_if_empty, run_dir,
-                      tune_storage)
+from .checks import check_game, load_config, load_splits
+from .cli import SearchOptions, parse_options
+from .storage import (
+    STATE_FILE,
+    SearchError,
+    SearchState,
+    check_storage,
+    remove_if_empty,
+    run_dir,
+    tune_storage,
+)
 
 
 def main(argv: list[str] | None = None, trainable=None) -> int:
     """The CLI. ``trainable`` replaces the Ray Tune trainable (tests inject faults with it)."""
-    args = build_parser().parse_args(argv)
     ray_runtime.quiet()
     try:
-        return run(args, trainable)
+        return run(parse_options(argv), trainable)
     except Interrupted:
         return EXIT_INTERRUPTED
     except (ConfigError, DataError, StageFailed, SearchError) as err:
@@ -51,69 +58,49 @@ class Prepared:
     fingerprint: dict
 
 
-def load_config(args) -> SearchConfig:
-    check_flags(args)
-    cfg = load_search_config(args.space or space_path(args.game), args.profile)
-    if cfg.game != args.game:
-        raise ConfigError(f"{cfg.source}: game {short(cfg.game)} does not match --game {args.game}")
-    if getattr(args, "final_seeds", None) is not None:
-        cfg = dataclasses.replace(cfg, final_seeds=args.final_seeds)
-    return cfg
-
-
-def check_game(manifest, args, data_path) -> None:
-    if manifest.game != args.game:
-        raise DataError(f"--data {data_path}: holds a dataset of game {short(manifest.game)}, not --game {args.game}")
-
-
-def splits_for_trials(dataset) -> dict:
-    """The three splits (numpy arrays), decoded once here and shared through Ray's object store."""
-    return {"train": dataset.train, "val": dataset.val, "test": dataset.test}
-
-
-def prepare(args) -> Prepared:
+def prepare(opts: SearchOptions) -> Prepared:
     """Validate the flags, the config, the dataset (its contents too) and the storage."""
-    cfg = load_config(args)
-    data_path = args.data or ensure_dataset(args.game, args.profile, args.data_root, seed=args.seed)
+    cfg = load_config(opts)
+    data_path = opts.data or ensure_dataset(opts.game, opts.profile, opts.data_root, seed=opts.seed)
     dataset = load_dataset(data_path)
-    check_game(dataset.manifest, args, data_path)
-    splits = splits_for_trials(dataset)  # decodes every split: class ids, time to event, marginals
-    folder = run_dir(args)
+    check_game(dataset.manifest, opts, data_path)
+    splits = load_splits(dataset)
+    folder = run_dir(opts)
     fingerprint = {"config": cfg.to_dict(), "data": str(Path(data_path).resolve()), "files": dataset.manifest.files,
-                   "joint_search": args.joint_search, "joint_budget": args.joint_budget}
+                   "joint_search": opts.joint_search, "joint_budget": opts.joint_budget}
     fingerprint = json.loads(json.dumps(fingerprint, default=str))
     state_path = folder / STATE_FILE
-    if state_path.exists() and not args.resume:
+    if state_path.exists() and not opts.resume:
         raise SearchError(f"a search already exists in {folder}; pass --resume to continue it, "
                           f"or --storage/--seed for a new one")
-    if args.resume and state_path.exists() and SearchState.load(state_path).fingerprint != fingerprint:
+    if opts.resume and state_path.exists() and SearchState.load(state_path).fingerprint != fingerprint:
         raise SearchError(f"{state_path} was made with another config or dataset; "
                           f"resume with the same arguments or start a new --storage")
-    created = check_storage(args, folder)  # last: nothing is left on disk when a check above fails
+    created = check_storage(opts, folder)  # last: nothing is left on disk when a check above fails
     return Prepared(cfg, Path(data_path), dataset, splits, folder, created, fingerprint)
 
 
-def run(args, trainable=None) -> int:
-    if args.dry_run:
+def run(opts: SearchOptions, trainable=None) -> int:
+    if opts.dry_run:
         from .dry_run import dry_run
 
-        return dry_run(load_config(args), args)
+        return dry_run(load_config(opts), opts)
     t_start = time.time()
     INTERRUPT.install()
     try:
-        prep = prepare(args)
+        prep = prepare(opts)
         INTERRUPT.check()
         m = prep.dataset.manifest
-        print(f"focus-tune: {args.game} ({args.profile}) | data {prep.data_path}: "
+        print(f"focus-tune: {opts.game} ({opts.profile}) | data {prep.data_path}: "
               f"{m.splits['train']}/{m.splits['val']}/{m.splits['test']} items, L={m.length}, "
               f"{m.num_classes} classes, images {tuple(m.image_shape)}", flush=True)
-        ray_runtime.start_ray(args)
+        ray_runtime.start_ray(opts)
         import ray
 
         try:
-            ray_runtime.check_resources(args)
+            ray_runtime.check_resources(opts)
             INTERRUPT.check()
-            return search(args, prep, t_start, trainable)
+            return search(opts, prep, t_start, trainable)
         finally:
             ray.shutdown()
     except BaseException:
@@ -124,54 +111,54 @@ def run(args, trainable=None) -> int:
         INTERRUPT.restore()
 
 
-def open_tracker(args, parent_run_id):
+def open_tracker(opts: SearchOptions, parent_run_id):
     from ..tracking import Tracker
 
     try:
-        return Tracker(args.tracking_uri, experiment=f"focus-tune/{args.game}",
-                       run_name=f"search-{args.profile}-seed{args.seed}", parent_run_id=parent_run_id)
+        return Tracker(opts.tracking_uri, experiment=f"focus-tune/{opts.game}",
+                       run_name=f"search-{opts.profile}-seed{opts.seed}", parent_run_id=parent_run_id)
     except Exception as err:  # MLflow raises many kinds for an unusable URI or store
-        uri = args.tracking_uri or "sqlite:///mlflow.db"
+        uri = opts.tracking_uri or "sqlite:///mlflow.db"
         raise SearchError(f"--tracking-uri {short(uri)[1:-1]}: cannot open the MLflow store "
                           f"({type(err).__name__}: {short(str(err), 160)[1:-1]})") from None
 
 
-def search(args, prep: Prepared, t_start: float, trainable=None) -> int:
+def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) -> int:
     """The search proper: from here on the state file and the MLflow parent run exist."""
     from ..tracking import tracking_uri, ui_command
     from .outputs import write_outputs
 
     cfg, m, folder = prep.cfg, prep.dataset.manifest, prep.run_dir
     state_path = folder / STATE_FILE
-    resumed = args.resume and state_path.exists()
+    resumed = opts.resume and state_path.exists()
     state = SearchState.load(state_path) if resumed else SearchState(path=state_path, fingerprint=prep.fingerprint)
     if resumed:
         print(f"resuming: {sum(v is not None for v in state.results.values())} trials already done", flush=True)
-    tracker = open_tracker(args, state.parent_run_id)
+    tracker = open_tracker(opts, state.parent_run_id)
     new_parent, state.parent_run_id = state.parent_run_id is None, tracker.parent_run_id
     state.attempts += 1
     state.save()
-    print(f"MLflow: experiment focus-tune/{args.game}, run {tracker.parent_run_id} | watch it: "
+    print(f"MLflow: experiment focus-tune/{opts.game}, run {tracker.parent_run_id} | watch it: "
           f"{ui_command(tracker.uri)}", flush=True)
     progress = None
     try:
         if new_parent:
-            tracker.log_search(params={"game": args.game, "profile": args.profile, "seed": args.seed,
-                                       "joint_search": args.joint_search, "joint_budget": args.joint_budget,
+            tracker.log_search(params={"game": opts.game, "profile": opts.profile, "seed": opts.seed,
+                                       "joint_search": opts.joint_search, "joint_budget": opts.joint_budget,
                                        "data": str(prep.data_path),
                                        **{f"grid.{k}": v for k, v in cfg.to_dict()["grid"].items()},
                                        **{f"train.{k}": v for k, v in cfg.to_dict()["train"].items()}})
         else:
             tracker.reopen()
         tracker.log_dataset(m, prep.data_path)
-        plan = SearchPlan(cfg.grid, length=m.length, seed=args.seed, final_seeds=cfg.final_seeds,
-                          joint_search=args.joint_search, tie_se=cfg.train.tie_se, difference_se=state.difference_se)
-        plan = dataclasses.replace(plan, joint_budget=joint_budget(args, plan))
+        plan = SearchPlan(cfg.grid, length=m.length, seed=opts.seed, final_seeds=cfg.final_seeds,
+                          joint_search=opts.joint_search, tie_se=cfg.train.tie_se, difference_se=state.difference_se)
+        plan = dataclasses.replace(plan, joint_budget=joint_budget(opts, plan))
         progress = new_progress(plan, state, f"val {SELECT_NAMES[cfg.train.select_by]}")
-        fit(args, prep, plan, state, tracker, progress, trainable)
+        fit(opts, prep, plan, state, tracker, progress, trainable)
         INTERRUPT.check()
         winners = plan.winners(state.results)
-        report = write_outputs(cfg, args, plan, state, prep.dataset, folder, tracker, winners)
+        report = write_outputs(cfg, opts, plan, state, prep.dataset, folder, tracker, winners)
     except Interrupted:
         progress and progress.close()
         state.save()
@@ -207,12 +194,12 @@ def search(args, prep: Prepared, t_start: float, trainable=None) -> int:
     return 0
 
 
-def joint_budget(args, plan: SearchPlan) -> int | None:
+def joint_budget(opts: SearchOptions, plan: SearchPlan) -> int | None:
     """Joint trainings of an Optuna joint stage: --joint-budget, or the default of optuna_joint."""
-    if args.joint_search != "optuna":
+    if opts.joint_search != "optuna":
         return None
-    if args.joint_budget is not None:
-        return args.joint_budget
+    if opts.joint_budget is not None:
+        return opts.joint_budget
     from ..optuna_joint import default_budget
 
     return default_budget(plan.joint_trainings)
@@ -232,7 +219,7 @@ def new_progress(plan: SearchPlan, state: SearchState, score_name: str = "val EC
                     done_evaluations=done_evaluations, score_name=score_name)
 
 
-def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, progress: Progress,
+def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, progress: Progress,
         trainable=None) -> None:
     """Every trial of the search in one Ray Tune experiment, handed out by the PlanSearcher."""
     from ray import tune
@@ -241,10 +228,10 @@ def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, pro
     from .callbacks import MLflowCallback, StateCallback
     from .searcher import PlanSearcher
 
-    # One CPU (one torch thread) per trial by default: on a laptop, trials beyond the core
-    # count wait their turn, which trains faster than oversubscribing the cores (measured:
-    # 10.5 vs 6.5 CPU-seconds per quick epoch with 5 trials on 2 cores).
-    cpus = args.cpus_per_trial or 1.0
+    # One CPU (one torch thread) per trial by default (search/cli.py): on a laptop, trials
+    # beyond the core count wait their turn, which trains faster than oversubscribing the
+    # cores (measured: 10.5 vs 6.5 CPU-seconds per quick epoch with 5 trials on 2 cores).
+    cpus = opts.cpus_per_trial
     cfg, folder, data_info = prep.cfg, prep.run_dir, DataInfo.of(prep.dataset.manifest)
 
     def make_job(spec: TrialSpec) -> TrialJob:
@@ -258,14 +245,14 @@ def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, pro
         progress.handed_out(job.trial_id, job.spec.label, evaluation=not job.trains)
 
     optuna = None
-    if args.joint_search == "optuna":
+    if opts.joint_search == "optuna":
         from ..optuna_joint import JointOptuna
 
         def optuna(space):
-            return JointOptuna(space, budget=plan.joint_budget, seed=args.seed,
-                               storage=f"sqlite:///{(folder / 'optuna.db').resolve()}", study_name=f"joint-s{args.seed}")
+            return JointOptuna(space, budget=plan.joint_budget, seed=opts.seed,
+                               storage=f"sqlite:///{(folder / 'optuna.db').resolve()}", study_name=f"joint-s{opts.seed}")
 
-    slots = ray_runtime.trial_slots(args)
+    slots = ray_runtime.trial_slots(opts)
     # Tune asks a custom searcher for one trial at a time until that trial leaves PENDING;
     # the searcher itself keeps at most `slots` trials out, so Tune may hold that many
     # pending: every free slot gets its trial (and its actor) at once. With an autoscaler
@@ -275,7 +262,7 @@ def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, pro
     name = "search" if state.attempts == 1 else f"search-attempt{state.attempts}"
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(trainable or run_trial, data=prep.splits),
-                            {"cpu": cpus, "gpu": args.gpus_per_trial}),
+                            {"cpu": cpus, "gpu": opts.gpus_per_trial}),
         tune_config=tune.TuneConfig(
             search_alg=searcher, num_samples=-1, reuse_actors=True,
             trial_name_creator=lambda t: t.config[CONFIG_KEY].trial_id,
@@ -283,9 +270,9 @@ def fit(args, prep: Prepared, plan: SearchPlan, state: SearchState, tracker, pro
         ),
         run_config=tune.RunConfig(
             name=name,
-            storage_path=tune_storage(args.storage, folder),
+            storage_path=tune_storage(opts.storage, folder),
             callbacks=[MLflowCallback(tracker, state), StateCallback(state, progress)],
-            failure_config=tune.FailureConfig(max_failures=args.max_retries),
+            failure_config=tune.FailureConfig(max_failures=opts.max_retries),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             stop=ray_runtime.interrupt_stopper(),
             verbose=0,

@@ -34,7 +34,7 @@ def final_rows(plan, state) -> tuple[dict[str, list[dict]], list[int]]:
     return finals, sorted(seeds)
 
 
-def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winners):
+def write_outputs(cfg, opts, plan, state, dataset, folder: Path, tracker, winners):
     from .. import cost
     from ..baselines import Scoring, with_baselines
     from ..metrics import SELECT_NAMES
@@ -50,7 +50,7 @@ def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winner
     # The search itself (every stage's candidates, each family's validation ECE over epochs) in the report.
     search = search_trace(plan, state.results, tracker.metric_histories("val/ece"),
                           score=f"validation marginal {SELECT_NAMES[cfg.train.select_by]}")
-    report = write_report(out, args.game, args.profile, finals, schedules, m.class_names, m.condition_class,
+    report = write_report(out, opts.game, opts.profile, finals, schedules, m.class_names, m.condition_class,
                           search=search)
     eff = cost.efficiency(plan, state.results, state.trial_seconds, sum(state.fit_seconds), state.slots)
     write_atomic(out / "efficiency.json", json.dumps(eff, indent=1))
@@ -66,7 +66,7 @@ def write_outputs(cfg, args, plan, state, dataset, folder: Path, tracker, winner
         tracker.tag_winner(winner.trained_as, stage)
     log_decisions(tracker, search)
     log_final_models(plan, state, cfg, DataInfo.of(m), tracker, folder, m, report.summary,
-                     register=getattr(args, "register", None))
+                     register=opts.register)
     return report
 
 

@@ -20,12 +20,12 @@ def quiet() -> None:
     warnings.filterwarnings("ignore", module="mlflow")
 
 
-def secure_local_ray(args) -> None:
+def secure_local_ray(opts) -> None:
     """A local Ray requires a token made for this search: its GCS, raylet and workers listen
     on every interface (Ray 2.60 has no loopback-only switch), and with token authentication
     a stranger who reaches those ports is refused. The token lives only in this process's
     environment (inherited by the Ray processes it starts); nothing is written to ~/.ray."""
-    if args.address or os.environ.get("RAY_ADDRESS"):
+    if opts.address or os.environ.get("RAY_ADDRESS"):
         return  # a cluster's own authentication applies (cluster.yaml: token auth everywhere)
     if "ray._raylet" in sys.modules and os.environ.get("RAY_AUTH_MODE") != "token":
         return  # Ray was imported before (an embedding program): its auth mode is fixed already
@@ -34,34 +34,34 @@ def secure_local_ray(args) -> None:
     os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
 
 
-def start_ray(args) -> None:
+def start_ray(opts) -> None:
     """ray.init for the search: the cluster at --address, or a local Ray that requires a token."""
-    secure_local_ray(args)
+    secure_local_ray(opts)
     import ray
 
-    ray.init(address=args.address, include_dashboard=False, log_to_driver=False,
+    ray.init(address=opts.address, include_dashboard=False, log_to_driver=False,
              configure_logging=True, logging_level="ERROR")
 
 
-def _node_slots(args) -> tuple[list[dict], list[int]]:
+def _node_slots(opts) -> tuple[list[dict], list[int]]:
     """The alive nodes, and how many trials of --cpus-per-trial / --gpus-per-trial each holds
     (``cost.Resources.slots``, the rule the dry run uses)."""
     import ray
 
     from ..cost import Resources
 
-    cpus, gpus = args.cpus_per_trial or 1.0, args.gpus_per_trial
+    cpus, gpus = opts.cpus_per_trial, opts.gpus_per_trial
     nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
     return nodes, [Resources(cpus, gpus, cluster_gpus=n.get("GPU", 0), cluster_cpus=n.get("CPU", 0)).slots
                    for n in nodes]
 
 
-def check_resources(args) -> None:
+def check_resources(opts) -> None:
     """Fail fast when no node can ever hold one trial, naming what the cluster has."""
-    nodes, fits = _node_slots(args)
-    if any(fits) or args.wait_for_resources:
+    nodes, fits = _node_slots(opts)
+    if any(fits) or opts.wait_for_resources:
         return
-    cpus, gpus = args.cpus_per_trial or 1.0, args.gpus_per_trial
+    cpus, gpus = opts.cpus_per_trial, opts.gpus_per_trial
     have = "; ".join(f"{n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU" for n in nodes) or "no node"
     lacking = "GPU" if gpus > max((n.get("GPU", 0) for n in nodes), default=0) else "CPU"
     raise SearchError(
@@ -70,14 +70,14 @@ def check_resources(args) -> None:
         "--wait-for-resources if an autoscaler will add such nodes")
 
 
-def trial_slots(args) -> int | None:
+def trial_slots(opts) -> int | None:
     """How many trials the cluster runs at once (at most --max-concurrent), or None when an
     autoscaler may add nodes (--wait-for-resources): then every runnable trial is queued,
     so that the autoscaler sees the whole demand."""
-    if args.wait_for_resources:
+    if opts.wait_for_resources:
         return None
-    slots = max(1, sum(_node_slots(args)[1]))
-    return min(slots, args.max_concurrent) if args.max_concurrent else slots
+    slots = max(1, sum(_node_slots(opts)[1]))
+    return min(slots, opts.max_concurrent) if opts.max_concurrent else slots
 
 
 def interrupt_stopper():

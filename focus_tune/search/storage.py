@@ -82,14 +82,22 @@ def _decoded(text: str):
     return decode_influence(text)
 
 
+def read_state(folder: Path) -> "SearchState | None":
+    """The search state of a run folder, or None where no search ran there (the one reader of
+    the state file: the driver, the dry run's cost and predict read it through here)."""
+    path = Path(folder) / STATE_FILE
+    return SearchState.load(path) if path.exists() else None
+
+
 def is_uri(storage: str) -> bool:
     return "://" in storage
 
 
-def run_dir(args) -> Path:
-    """Where the search state and the report live: under --storage, or runs/ for a URI storage."""
-    base = Path("runs") if is_uri(args.storage) else Path(args.storage)
-    return base / f"{args.game}-{args.profile}-seed{args.seed}"
+def run_dir(opts) -> Path:
+    """Where the search state and the report live (``opts``: the search's options, storage,
+    game, profile and seed): under --storage, or runs/ for a URI storage."""
+    base = Path("runs") if is_uri(opts.storage) else Path(opts.storage)
+    return base / f"{opts.game}-{opts.profile}-seed{opts.seed}"
 
 
 def tune_storage(storage: str, folder: Path) -> str:
@@ -105,7 +113,7 @@ def checkpoint_uri(checkpoint) -> str:
     return checkpoint.path if kind == "local" else f"{kind}://{checkpoint.path}"
 
 
-def check_storage(args, folder: Path) -> list[Path]:
+def check_storage(opts, folder: Path) -> list[Path]:
     """Make the run folder and prove it writable; returns the folders created here (deepest first)."""
     base = folder.parent
     if base.exists() and not base.is_dir():
@@ -117,7 +125,7 @@ def check_storage(args, folder: Path) -> list[Path]:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
-        raise SearchError(f"--storage {short(args.storage)[1:-1]}: cannot write {folder} ({err.strerror or err}); "
+        raise SearchError(f"--storage {short(opts.storage)[1:-1]}: cannot write {folder} ({err.strerror or err}); "
                           "choose a folder you can write") from None
     return created
 

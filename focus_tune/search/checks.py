@@ -1,0 +1,32 @@
+"""What a search and its dry run both check before they start: the flags against the search
+space, and the dataset against the game (its splits decoded, so a corrupt file fails here)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..atomic import short
+from ..config import ConfigError, SearchConfig, load_search_config, space_path
+from ..data import DataError
+from .cli import SearchOptions
+
+
+def load_config(opts: SearchOptions) -> SearchConfig:
+    """The search space of --game (or --space) under --profile, with --final-seeds applied."""
+    cfg = load_search_config(opts.space or space_path(opts.game), opts.profile)
+    if cfg.game != opts.game:
+        raise ConfigError(f"{cfg.source}: game {short(cfg.game)} does not match --game {opts.game}")
+    if opts.final_seeds is not None:
+        cfg = dataclasses.replace(cfg, final_seeds=opts.final_seeds)
+    return cfg
+
+
+def check_game(manifest, opts: SearchOptions, data_path) -> None:
+    if manifest.game != opts.game:
+        raise DataError(f"--data {data_path}: holds a dataset of game {short(manifest.game)}, not --game {opts.game}")
+
+
+def load_splits(dataset) -> dict:
+    """The three splits (numpy arrays) for the trials: decoding them checks every split file
+    (class ids, time to event, marginals), so a corrupt dataset fails before anything runs."""
+    return {"train": dataset.train, "val": dataset.val, "test": dataset.test}
