@@ -23,7 +23,7 @@ from focus_tune.data import ensure_dataset, load_dataset
 from focus_tune.job import DataInfo
 from focus_tune.model_io import build_model
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import Split, draw_samples, evaluate, seed_everything, train_one_epoch
+from focus_tune.train import DeviceSplit, draw_samples, evaluate, seed_everything, train_one_epoch
 
 
 def schedules(length: int, constant: float) -> dict[str, LambdaSchedule]:
@@ -49,7 +49,7 @@ def main() -> None:
     ds = load_dataset(ensure_dataset(args.game, args.profile, args.data_root, seed=args.seed))
     m = ds.manifest
     info = DataInfo.of(m)
-    train, test = Split.from_arrays(ds.train), Split.from_arrays(ds.test, items=args.items)
+    train, test = DeviceSplit.from_arrays(ds.train), DeviceSplit.from_arrays(ds.test, items=args.items)
     epochs = args.epochs or cfg.train.epochs
     print(f"{args.game} {args.profile}: {len(train)} train items, {len(test)} test items, L={m.length}, "
           f"M={cfg.train.num_samples}, {epochs} epochs, {cfg.train.encoder} (width {cfg.train.encoder_width}) "

@@ -38,7 +38,7 @@ from focus_tune.config import ConfigError, SearchConfig, load_search_config, spa
 from focus_tune.data.store import load_dataset  # noqa: E402
 from focus_tune.optuna_joint import JointOptuna, default_budget  # noqa: E402
 from focus_tune.plan import SearchPlan  # noqa: E402
-from focus_tune.train import Split, evaluate  # noqa: E402
+from focus_tune.train import DeviceSplit, evaluate  # noqa: E402
 from focus_tune.job import DataInfo  # noqa: E402
 from focus_tune.model_io import build_model  # noqa: E402
 from focus_tune.trainable import CHECKPOINT_FILE, _eval_gen  # noqa: E402
@@ -70,7 +70,7 @@ def joint_space(cfg: SearchConfig, length: int, seed: int, results: dict):
 def test_ece(checkpoints: dict, trial_ids, cfg, dataset, seed: int) -> dict[str, float]:
     """Test marginal ECE of each trial's last checkpoint (the finals' evaluation)."""
     train, info = cfg.train, DataInfo.of(dataset.manifest)
-    test = Split.from_arrays(dataset.test, "cpu", items=train.test_items)
+    test = DeviceSplit.from_arrays(dataset.test, "cpu", items=train.test_items)
     out = {}
     for tid in trial_ids:
         model = build_model(train, info)  # as the trainable builds it

@@ -40,7 +40,7 @@ from focus_tune.model_io import build_model
 from focus_tune.names import FAMILIES
 from focus_tune.plan import SearchPlan
 from focus_tune.temperature import paired_bootstrap_se
-from focus_tune.train import Split, evaluate
+from focus_tune.train import DeviceSplit, evaluate
 from focus_tune.trainable import _eval_gen
 
 
@@ -71,7 +71,7 @@ def main() -> None:
     m = dataset.manifest
     info = DataInfo.of(m)
     train = cfg.train
-    val = Split.from_arrays(dataset.val, items=train.val_items)
+    val = DeviceSplit.from_arrays(dataset.val, items=train.val_items)
     labels = val.sequences.numpy()
     seeds = [t for t in state["results"] if re.fullmatch(r"final-none-s\d+", t)]
     plan = SearchPlan(cfg.grid, length=m.length, seed=int(seed), final_seeds=len(seeds))

@@ -37,7 +37,7 @@ from focus_tune.data import ensure_dataset, load_dataset
 from focus_tune.job import DataInfo
 from focus_tune.model_io import build_model
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import Split, evaluate, seed_everything, teacher_forced_logits, train_one_epoch
+from focus_tune.train import DeviceSplit, evaluate, seed_everything, teacher_forced_logits, train_one_epoch
 
 
 def old_per_entry(logits: torch.Tensor, labels: np.ndarray) -> temp.TemperatureFit:
@@ -82,9 +82,9 @@ def main() -> None:
     ds = load_dataset(ensure_dataset(args.game, args.profile, args.data_root, seed=0))
     m = ds.manifest
     info = DataInfo.of(m)
-    train = Split.from_arrays(ds.train)
-    val = Split.from_arrays(ds.val, items=tc.val_items)
-    test = Split.from_arrays(ds.test, items=tc.test_items)
+    train = DeviceSplit.from_arrays(ds.train)
+    val = DeviceSplit.from_arrays(ds.val, items=tc.val_items)
+    test = DeviceSplit.from_arrays(ds.test, items=tc.test_items)
     epochs = args.epochs or tc.epochs
     L, event, M = m.length, m.event_class, tc.num_samples
     say(f"{args.game} {args.profile}: {len(train)}/{len(val)}/{len(test)} train/val/test items, L={L}, M={M}, "

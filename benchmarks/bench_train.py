@@ -12,7 +12,7 @@ import torch
 
 from focus_tune.model import Simulator
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import Split, train_one_epoch
+from focus_tune.train import DeviceSplit, train_one_epoch
 
 
 def main() -> None:
@@ -33,14 +33,14 @@ def main() -> None:
         model = Simulator(19, encoder="resnet18").to(device)
         opt = torch.optim.Adam(model.parameters(), lr=1e-5)
         n = args.batch * args.batches
-        data = Split(
+        data = DeviceSplit(
             images=torch.randint(0, 256, (n, 3, h, w), dtype=torch.uint8, device=device),
             sequences=torch.randint(0, 19, (n, args.length), device=device),
             time_to_event=torch.zeros(n, dtype=torch.long),
         )
         lambdas = LambdaSchedule.staged([0.01, 0.005, 0.005], 0.005, 6, args.length).tensor()
         gen = torch.Generator().manual_seed(0)
-        warm = Split(data.images[: args.batch], data.sequences[: args.batch], data.time_to_event[: args.batch])
+        warm = DeviceSplit(data.images[: args.batch], data.sequences[: args.batch], data.time_to_event[: args.batch])
         train_one_epoch(model, opt, warm, lambdas, args.batch, gen, autocast=device.type == "cuda")
         stats = train_one_epoch(model, opt, data, lambdas, args.batch, gen, autocast=device.type == "cuda")
         print(f"3x{h}x{w}: {stats['train/samples_per_s']:.1f} samples/s")

@@ -52,7 +52,7 @@ from focus_tune.config import load_search_config  # noqa: E402
 from focus_tune.data.profiles import get_spec  # noqa: E402
 from focus_tune.model import Simulator  # noqa: E402
 from focus_tune.regularization import LambdaSchedule  # noqa: E402
-from focus_tune.train import Split, evaluate, train_one_epoch  # noqa: E402
+from focus_tune.train import DeviceSplit, evaluate, train_one_epoch  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _random_split(n: int, case: Case, device: torch.device, seed: int = 0) -> Split:
+def _random_split(n: int, case: Case, device: torch.device, seed: int = 0) -> DeviceSplit:
     g = torch.Generator().manual_seed(seed)
     images = torch.randint(0, 256, (n, *case.image), dtype=torch.uint8, generator=g)
     sequences = torch.randint(0, case.classes, (n, case.length), generator=g)
-    return Split(images.to(device), sequences.to(device), torch.randint(1, case.length + 1, (n,), generator=g))
+    return DeviceSplit(images.to(device), sequences.to(device), torch.randint(1, case.length + 1, (n,), generator=g))
 
 
 def _model(case: Case, device: torch.device, dry: bool) -> Simulator:
@@ -134,7 +134,7 @@ def train_throughput(cases: list[Case], device: torch.device, batch: int, batche
             lambdas = LambdaSchedule.staged([0.01, 0.005, 0.005], 0.005, min(21, case.length), case.length).tensor()
             gen = torch.Generator().manual_seed(0)
             data = _random_split(batch * batches, case, device)
-            warm = Split(data.images[: 2 * batch], data.sequences[: 2 * batch], data.time_to_event[: 2 * batch])
+            warm = DeviceSplit(data.images[: 2 * batch], data.sequences[: 2 * batch], data.time_to_event[: 2 * batch])
             bf16 = precision == "bf16"
             train_one_epoch(model, opt, warm, lambdas, batch, gen, autocast=bf16)  # cuDNN autotune, allocator
             if device.type == "cuda":
@@ -252,13 +252,13 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
                 self.sps.setdefault(trial.trial_id, []).append(result["train/samples_per_s"])
 
     from focus_tune.config import TrainConfig
-    from focus_tune.job import DataInfo, TrialJob
+    from focus_tune.job import DataInfo, Splits, TrialJob
     from focus_tune.trainable import run_trial
 
     train = {**paper_train(dry), "epochs": epochs, "eval_every": epochs, "val_items": 8 if dry else 128}
     info = DataInfo(num_classes=case.classes, event=case.classes - 1, condition_class=0, in_channels=case.image[0])
-    split = _random_split(items, case, torch.device("cpu"))  # what Split.from_arrays reads, as a data split
-    data = {"train": split, "val": split, "test": split}
+    split = _random_split(items, case, torch.device("cpu"))  # what DeviceSplit.from_arrays reads, as a data split
+    data = Splits(split, split, split)
     rows = []
     for precision, n in [(p, n) for p in precisions for n in counts]:
         jobs = []

@@ -35,7 +35,7 @@ from focus_tune.data import load_dataset
 from focus_tune.data.profiles import FACEMED, get_spec
 from focus_tune.model import Simulator
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import Split, evaluate, seed_everything, train_one_epoch
+from focus_tune.train import DeviceSplit, evaluate, seed_everything, train_one_epoch
 
 SCHEDULES = {
     "none": lambda L: LambdaSchedule.none(L),
@@ -66,8 +66,8 @@ def run_config(args, game: str, size: int, width: int, schedule: str, seed: int,
     cfg = load_search_config(space_path(game), "quick").train
     ds = load_dataset(build(game, max(args.sizes + [args.build_size]), Path(args.data_root)))
     m = ds.manifest
-    train = Split.from_arrays(ds.train, items=size)  # the first `size` items: same val/test for every size
-    test = Split.from_arrays(ds.test, items=args.test_items)
+    train = DeviceSplit.from_arrays(ds.train, items=size)  # the first `size` items: same val/test for every size
+    test = DeviceSplit.from_arrays(ds.test, items=args.test_items)
     labels = test.sequences.numpy()
     blind_probs = ImageBlind(ds.train.sequences[:size], len(test), m.num_classes).marginals()
     blind = metrics.sequence_metrics(blind_probs, labels, cfg.ece_bins)

@@ -51,7 +51,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from focus_tune.report.columns import COMPARED_COLUMNS, COVERAGE_TARGET, FAMILIES  # noqa: E402
+from focus_tune.report.columns import COMPARED_COLUMNS, COVERAGE_TARGET, ROWS  # noqa: E402
 from focus_tune.report.stats import _paired_test, holm, paired_differences  # noqa: E402
 from focus_tune.report.tables import read_finals  # noqa: E402
 
@@ -253,7 +253,7 @@ def summarize(runs: list[dict]) -> dict:
         per_run = [{f: family_mean(r, f, col.key) for f in MODELS} for r in runs]
         wins[col.key] = dict(Counter(better_of(col, v) or "n/a" for v in per_run))
         means[col.key] = {}
-        for f in FAMILIES:
+        for f in ROWS:
             x = np.array([family_mean(r, f, col.key) for r in runs])
             x = x[np.isfinite(x)]
             if x.size:
@@ -316,7 +316,7 @@ def markdown(game: str, profile: str, seeds: list[int], s: dict, search_args: li
               "Mean over runs of each row's mean over its seeds (± SD across runs); the baselines are "
               "scored like the models by the search's report (same estimator, M, bins).", "",
               "| row | " + " | ".join(label[k] for k in s["means"]) + " |", "|---|" + "---:|" * len(s["means"])]
-    for f in FAMILIES:
+    for f in ROWS:
         cells = [s["means"][k].get(f) for k in s["means"]]
         if any(cells):
             lines.append(f"| {f} | " + " | ".join(

@@ -22,6 +22,13 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def error_exit(err: BaseException, limit: int = 600) -> int:
+    """The one way a command line reports a failure it expected (bad config, data, model):
+    ``error: <message on one line>`` on stderr, exit status 2."""
+    print(f"error: {_bound(str(err), limit)}", file=sys.stderr)
+    return 2
+
+
 def _bound(message: str, limit: int = 300) -> str:
     message = " ".join(message.split())
     return message if len(message) <= limit else message[: limit - 3] + "..."

@@ -1,7 +1,7 @@
 """Ctrl-C for the search driver: the first stops the trials and saves, the second exits at once.
 
-It lives in its own module (not in ``search``) because ``python -m focus_tune.search`` runs
-that module as ``__main__``: the Tune stopper imports this one, so both see the same flag.
+It lives in its own module, below ``search``, so that the driver and the Tune stopper (which
+Ray pickles and imports again by name) reach the same flag through one import path.
 """
 from __future__ import annotations
 

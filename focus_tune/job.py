@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import TrainConfig
+from .data.store import Split
 from .plan import TrialSpec
 
 CONFIG_KEY = "job"  # the key of the TrialJob in a Tune trial's config
@@ -29,6 +30,22 @@ def encode_influence(values) -> str:
 
 def decode_influence(text: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(text), dtype="<f4").astype(np.float64)
+
+
+@dataclass(frozen=True)
+class Splits:
+    """The dataset's three splits as every trial receives them (``focus_tune.data.store.Split``:
+    numpy arrays, decoded once by the driver and shared through Ray's object store)."""
+
+    train: "Split"
+    val: "Split"
+    test: "Split"
+
+    @classmethod
+    def of(cls, dataset) -> "Splits":
+        """From a loaded dataset (``focus_tune.data.load_dataset``): decodes every split file,
+        so a corrupt one fails here, before anything runs."""
+        return cls(dataset.train, dataset.val, dataset.test)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,10 @@ PROFILES = ("smoke", "quick", "paper")  # the search spaces' profiles (and the b
 ENCODERS = ("resnet18", "small")  # image encoders of the simulator
 JOINT_SEARCHES = ("grid", "optuna")  # how the joint lambda_all x k2 stage is searched
 
+# Using a final model (python -m focus_tune.predict, its MLflow python_function): M, the seed
+# and the estimator when none is given.
+PREDICT_DEFAULTS = {"num_samples": 100, "seed": 0, "estimator": "rao_blackwell"}
+
 # A saved final model (focus_tune.model_io): its weights and its config / metadata.
 MODEL_WEIGHTS = "weights.npz"
 MODEL_JSON = "model.json"

@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 
 from .config import ESTIMATORS
-
-PARAMS = {"num_samples": 100, "seed": 0, "estimator": "rao_blackwell"}  # defaults, as in the CLI
+from .names import PREDICT_DEFAULTS as PARAMS
 
 
 def _load_pyfunc(path: str) -> "SimulatorModel":
@@ -37,15 +36,6 @@ def _load_pyfunc(path: str) -> "SimulatorModel":
     from .predict import load
 
     return SimulatorModel(load(path))
-
-
-def params_schema():
-    """The inference parameters of the signature (num_samples, seed, estimator) with their defaults."""
-    from mlflow.types import ParamSchema, ParamSpec
-
-    return ParamSchema([ParamSpec("num_samples", "long", PARAMS["num_samples"]),
-                        ParamSpec("seed", "long", PARAMS["seed"]),
-                        ParamSpec("estimator", "string", PARAMS["estimator"])])
 
 
 class SimulatorModel:

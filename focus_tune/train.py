@@ -33,7 +33,7 @@ def seed_everything(seed: int) -> torch.Generator:
 
 
 @dataclass
-class Split:
+class DeviceSplit:
     """Tensors of one split, already on the training device.
 
     images: uint8 [N, C, H, W]; sequences: long [N, L]; time_to_event: long [N];
@@ -46,7 +46,7 @@ class Split:
     exact_marginals: np.ndarray | None = None
 
     @classmethod
-    def from_arrays(cls, split, device="cpu", items: int | None = None) -> "Split":
+    def from_arrays(cls, split, device="cpu", items: int | None = None) -> "DeviceSplit":
         """From a data split with numpy arrays; moved to ``device`` once. ``items`` keeps the first n."""
         n = len(split.sequences) if items is None else min(items, len(split.sequences))
         exact = None if split.exact_marginals is None else np.asarray(split.exact_marginals[:n])
@@ -64,7 +64,7 @@ class Split:
 def train_one_epoch(
     model: Simulator,
     optimizer: torch.optim.Optimizer,
-    data: Split,
+    data: DeviceSplit,
     lambdas: torch.Tensor,
     batch_size: int,
     generator: torch.Generator,
@@ -129,7 +129,7 @@ def draw_samples(
 
 
 @torch.no_grad()
-def teacher_forced_logits(model: Simulator, data: Split, chunk: int = 256) -> torch.Tensor:
+def teacher_forced_logits(model: Simulator, data: DeviceSplit, chunk: int = 256) -> torch.Tensor:
     """Logits z [N, L, c] (float64, CPU) of every item given its true previous entries."""
     model.eval()
     out = [model(data.images[i : i + chunk], data.sequences[i : i + chunk]).double().cpu()
@@ -258,7 +258,7 @@ def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: in
 
 def evaluate(
     model: Simulator,
-    data: Split,
+    data: DeviceSplit,
     num_samples: int,
     event: int,
     generator: torch.Generator,

@@ -24,11 +24,11 @@ from ray import tune
 
 from .baselines import TS_PREFIX
 from .data import evaluation_groups
-from .job import CONFIG_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, TrialJob, encode_influence
+from .job import CONFIG_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, Splits, TrialJob, encode_influence
 from .metrics import SELECT_KEYS, item_influence, sequence_ece
 from .model_io import build_model
 from .temperature import GRID, TemperatureFit, choose_on_grid, live_mask, paired_bootstrap_se
-from .train import NonFiniteLoss, Split, evaluate, seed_everything, test_result, train_one_epoch
+from .train import NonFiniteLoss, DeviceSplit, evaluate, seed_everything, test_result, train_one_epoch
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -58,11 +58,11 @@ def _device() -> torch.device:
                         .required_resources.get("GPU", 0) > 0 else "cpu")
 
 
-def run_trial(config: dict, data: dict, on_epoch=None) -> None:
+def run_trial(config: dict, data: Splits, on_epoch=None) -> None:
     """Ray Tune entry point (wrap with ``tune.with_parameters(run_trial, data=...)``).
 
-    ``config["job"]`` is the :class:`~focus_tune.job.TrialJob`; ``data`` holds the splits
-    (``focus_tune.data.store.Split``, numpy arrays): {"train": ..., "val": ..., "test": ...}. ``on_epoch(job, epoch, model,
+    ``config["job"]`` is the :class:`~focus_tune.job.TrialJob`; ``data`` the
+    :class:`~focus_tune.job.Splits` (numpy arrays). ``on_epoch(job, epoch, model,
     resumed)``, called before each training epoch, is a seam for tests (fault injection);
     the search passes none.
     """
@@ -102,8 +102,8 @@ def run_trial(config: dict, data: dict, on_epoch=None) -> None:
         generator.set_state(state["generator"])
         start, resumed, last_val = state["epoch"], True, state["metrics"]
 
-    train_split = Split.from_arrays(data["train"], device)
-    val_split = Split.from_arrays(data["val"], device, items=train.val_items)
+    train_split = DeviceSplit.from_arrays(data.train, device)
+    val_split = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
     for epoch in range(start + 1, train.epochs + 1):
         if on_epoch is not None:
             on_epoch(job, epoch, model, resumed)
@@ -147,7 +147,7 @@ def _eval_gen(seed: int, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 100_003 + epoch)
 
 
-def _test_metrics(model, data, job: TrialJob, common: dict, device, folder: str) -> dict:
+def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, folder: str) -> dict:
     """The final's test metrics; a 'none' final adds its temperature-scaled baseline. The
     per-entry arrays (for the report's figures) go to ``folder/test_per_entry.json``.
 
@@ -160,10 +160,10 @@ def _test_metrics(model, data, job: TrialJob, common: dict, device, folder: str)
     per-entry file.
     """
     train, seed = job.train, job.spec.seed
-    test = Split.from_arrays(data["test"], device, items=train.test_items)
+    test = DeviceSplit.from_arrays(data.test, device, items=train.test_items)
     labels = test.sequences.cpu().numpy()
     cond = job.data.condition_class
-    groups = evaluation_groups({k: v[:len(test)] for k, v in data["test"].extras.items()})
+    groups = evaluation_groups({k: v[:len(test)] for k, v in data.test.extras.items()})
     common = {**common, "groups": groups}
     out = evaluate(model, test, train.num_samples, generator=_eval_gen(seed, -1),
                    condition_class=cond, per_entry=True, **common)
@@ -189,7 +189,7 @@ def _test_metrics(model, data, job: TrialJob, common: dict, device, folder: str)
     return result
 
 
-def _fit_temperature(model, data, job: TrialJob, device) -> TemperatureFit:
+def _fit_temperature(model, data: Splits, job: TrialJob, device) -> TemperatureFit:
     """The temperature-scaled baseline's temperature: one T on :data:`~focus_tune.temperature.GRID`
     with the lowest validation sampled marginal ECE, the criterion the search picks lambda by,
     kept only if it beats T = 1 by more than twice the standard error of the difference (a
@@ -206,7 +206,7 @@ def _fit_temperature(model, data, job: TrialJob, device) -> TemperatureFit:
     temperature's, not Monte Carlo noise.
     """
     train, info = job.train, job.data
-    val = Split.from_arrays(data["val"], device, items=train.val_items)
+    val = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
     labels = val.sequences.cpu().numpy()
     L = labels.shape[1]
     probs = {}

@@ -6,7 +6,7 @@ import torch
 
 from focus_tune.model import Simulator
 from focus_tune.montecarlo import marginal_probs, time_pmf, time_to_event
-from focus_tune.train import Split, estimates_from_distributions, evaluate
+from focus_tune.train import DeviceSplit, estimates_from_distributions, evaluate
 
 from chain import chain_simulator, exact_marginals
 
@@ -120,7 +120,7 @@ def test_evaluate_with_either_estimator():
 
     seq = draw_chain(40, 1, 6, rng)[:, 0]
     t = np.array([list(s).index(EVENT) + 1 if EVENT in s else 6 for s in seq.tolist()])
-    data = Split(images=torch.zeros(40, 3, 8, 8, dtype=torch.uint8), sequences=torch.as_tensor(seq),
+    data = DeviceSplit(images=torch.zeros(40, 3, 8, 8, dtype=torch.uint8), sequences=torch.as_tensor(seq),
                  time_to_event=torch.as_tensor(t))
     out = {e: evaluate(sim, data, 50, EVENT, torch.Generator().manual_seed(1), n_bins=5, condition_class=0,
                        estimator=e) for e in ("counted", "rao_blackwell")}

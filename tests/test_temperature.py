@@ -10,7 +10,7 @@ from scipy.special import log_softmax
 
 from focus_tune import montecarlo
 from focus_tune.temperature import BOUNDS, choose_on_grid, fit_per_entry, fit_pooled, live_mask, paired_bootstrap_se
-from focus_tune.train import Split, draw_samples, evaluate, teacher_forced_logits
+from focus_tune.train import DeviceSplit, draw_samples, evaluate, teacher_forced_logits
 
 from chain import chain_simulator, draw_chain
 
@@ -183,7 +183,7 @@ def test_sampled_evaluation_with_the_fit_does_not_freeze_late_entries():
     n, L, event = 150, 40, 2
     seq = draw_chain(n, 1, L, np.random.default_rng(0), P=FAST)[:, 0]
     times = montecarlo.time_to_event(seq[:, None], event)[:, 0]
-    data = Split(images=torch.zeros(n, 3, 8, 8, dtype=torch.uint8), sequences=torch.as_tensor(seq),
+    data = DeviceSplit(images=torch.zeros(n, 3, 8, 8, dtype=torch.uint8), sequences=torch.as_tensor(seq),
                  time_to_event=torch.as_tensor(times))
     live = live_mask(seq, event).sum(0)
     dead = live == 0
@@ -223,6 +223,7 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
 
     from focus_tune.config import load_search_config, space_path
     from focus_tune.data.store import Split as StoredSplit
+    from focus_tune.job import Splits
     from focus_tune.job import PER_ENTRY_FILE, DataInfo, TrialJob
     from focus_tune.plan import TrialSpec
     from focus_tune.regularization import LambdaSchedule
@@ -246,7 +247,7 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
                      params={"seed": 0})
     job = TrialJob(spec=spec, train=train, data=DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3))
     common = dict(event=event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing)
-    out = _test_metrics(sim, {"val": split("val", 1), "test": split("test", 2)}, job, common, "cpu", str(tmp_path))
+    out = _test_metrics(sim, Splits(split("train", 3), split("val", 1), split("test", 2)), job, common, "cpu", str(tmp_path))
 
     t = out["test/temperature-scaled/temperature_pooled"]
     assert t in GRID and t <= 0.9  # the model is too unsure: the validation ECE asks for a cooler T
@@ -263,7 +264,7 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
 
     # The chain itself (calibrated): no candidate beats T = 1 beyond the noise, so T = 1 stays
     # and the row repeats the unscaled one exactly (the same uniforms, the same model).
-    calibrated = _test_metrics(chain_simulator(P=FAST), {"val": split("val", 1), "test": split("test", 2)}, job,
+    calibrated = _test_metrics(chain_simulator(P=FAST), Splits(split("train", 3), split("val", 1), split("test", 2)), job,
                                common, "cpu", str(tmp_path))
     assert calibrated["test/temperature-scaled/temperature_pooled"] == 1.0
     assert calibrated["test/temperature-scaled/temperature_at_bound"] == 0

@@ -6,7 +6,7 @@ from focus_tune.metrics import sequence_metrics
 from focus_tune.model import Simulator
 from focus_tune.montecarlo import time_to_event
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import NonFiniteLoss, Split, evaluate, seed_everything, train_one_epoch
+from focus_tune.train import NonFiniteLoss, DeviceSplit, evaluate, seed_everything, train_one_epoch
 
 from chain import chain_simulator, draw_chain, exact_marginals
 
@@ -15,7 +15,7 @@ def chain_split(n, L, seed):
     rng = np.random.default_rng(seed)
     seq = draw_chain(n, 1, L, rng)[:, 0]
     exact = np.repeat(exact_marginals(L)[None], n, axis=0)
-    return Split(
+    return DeviceSplit(
         images=torch.randint(0, 256, (n, 3, 16, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed)),
         sequences=torch.as_tensor(seq),
         time_to_event=torch.as_tensor(time_to_event(seq[:, None], 2)[:, 0]),

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import OneLineParser, non_negative_int, positive_int
+from ..cli import OneLineParser, error_exit, non_negative_int, positive_int
 from . import ATARI_GAMES, GAMES, PROFILES, DataError, build_dataset, dataset_dir, load_dataset
 from .store import SPLITS, Dataset, Manifest
 
@@ -92,11 +92,6 @@ def verified(path) -> "Dataset":
     return dataset
 
 
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return text if len(text) <= 500 else text[:497] + "..."
-
-
 def main(argv: list[str] | None = None) -> int:
     args = get_parser().parse_args(argv)
     start = time.perf_counter()
@@ -119,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             print(describe(verified(args.path).manifest))
             return 0
     except (DataError, ValueError, OSError) as err:
-        print(f"error: {_one_line(err)}", file=sys.stderr)
-        return 2
+        return error_exit(err)
     print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
     print(describe(load_dataset(path).manifest))
     return 0

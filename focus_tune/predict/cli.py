@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..cli import OneLineParser, int_at_least, number_above, positive_int
-from ..names import FAMILIES
+from ..cli import OneLineParser, error_exit, int_at_least, number_above, positive_int
+from ..names import FAMILIES, PREDICT_DEFAULTS
 from .estimate import DEFAULT_SAMPLES, ESTIMATORS, predict_one
 from .inputs import collect, parse_prefix
 from .loading import PredictError, load
@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
                                              "record its classes and image size")
     p.add_argument("--num-samples", "-M", type=positive_int, default=DEFAULT_SAMPLES,
                    help=f"Monte Carlo samples per image (default {DEFAULT_SAMPLES})")
-    p.add_argument("--seed", type=int_at_least(0), default=0, help="sampling seed (default 0)")
+    p.add_argument("--seed", type=int_at_least(0), default=PREDICT_DEFAULTS["seed"],
+                   help=f"sampling seed (default {PREDICT_DEFAULTS['seed']})")
     p.add_argument("--estimator", choices=ESTIMATORS, default=ESTIMATORS[0],
                    help="rao_blackwell (default): the mean of the model's own conditionals along the M draws, "
                         "less noisy; counted: the class frequencies of the draws (the paper's)")
@@ -110,6 +111,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except PredictError as err:
-        text = " ".join(str(err).split())
-        print(f"error: {text if len(text) <= 600 else text[:597] + '...'}", file=sys.stderr)
-        return 2
+        return error_exit(err)

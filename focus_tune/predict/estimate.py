@@ -9,11 +9,12 @@ from typing import Sequence
 
 import numpy as np
 
+from ..names import PREDICT_DEFAULTS
 from .inputs import Item
 from .loading import Loaded, PredictError
 
-DEFAULT_SAMPLES = 100  # the paper's M
-ESTIMATORS = ("rao_blackwell", "counted")  # the first is the default (see the module doc)
+DEFAULT_SAMPLES = PREDICT_DEFAULTS["num_samples"]  # the paper's M
+ESTIMATORS = (PREDICT_DEFAULTS["estimator"], "counted")  # the first is the default (see the module doc)
 
 
 def _time_to_event(samples, event: int, length: int, alpha: float, pmf=None) -> dict:

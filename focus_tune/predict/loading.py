@@ -49,12 +49,14 @@ def _model_folder(path: Path, family: str) -> tuple[Path, dict]:
         return path, {}
     for folder in (path / "models" / family, path / family):
         if (folder / MODEL_JSON).is_file():
-            state = path / "search_state.json"
-            try:
-                recorded = json.loads(state.read_text()).get("fingerprint", {}) if state.is_file() else {}
-            except (OSError, ValueError):
-                recorded = {}
-            return folder, {"data": recorded.get("data")} if isinstance(recorded, dict) else {}
+            from ..state import SearchError, read_state
+
+            try:  # where the run's data is, if its search state says
+                state = read_state(path)
+            except SearchError:
+                state = None
+            recorded = state.fingerprint if state is not None else {}
+            return folder, {"data": recorded.get("data")}
     models = path / "models" if (path / "models").is_dir() else path
     have = sorted(d.name for d in models.iterdir() if (d / MODEL_JSON).is_file()) if models.is_dir() else []
     if have:

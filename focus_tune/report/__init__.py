@@ -30,19 +30,11 @@ search), :mod:`.writer` (:func:`write_report`), :mod:`.cli` (``python -m focus_t
 """
 
 from .cli import main
-from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, COVERAGE_TARGET,
-                      FAMILIES, FAMILY_COLORS, INTERVAL, MARGINAL, NA, PER_ENTRY_KEY, REFERENCES, Column)
-from .figures import DPI
-from .markdown import BASELINE_NOTE
-from .search_figure import SEARCH_DPI, SEARCH_STYLE, plot_search
-from .stats import Difference, Stat, aggregate, differences, holm, paired
-from .tables import read_finals
-from .trace import SEARCH_JSON, search_trace
+from .search_figure import SEARCH_STYLE, plot_search
+from .stats import aggregate, holm, paired
+from .trace import search_trace
 from .writer import Report, write_report
 
-__all__ = [
-    "BASELINE_NOTE", "BASELINE_SCHEDULES", "BASELINES", "COMPARED", "COMPARED_COLUMNS", "CONDITIONAL",
-    "COVERAGE_TARGET", "DPI", "FAMILIES", "FAMILY_COLORS", "INTERVAL", "MARGINAL", "NA", "PER_ENTRY_KEY",
-    "REFERENCES", "SEARCH_DPI", "SEARCH_JSON", "SEARCH_STYLE", "Column", "Report", "Stat", "aggregate",
-    "Difference", "differences", "holm", "main", "paired", "plot_search", "read_finals", "search_trace", "write_report",
-]
+# What other packages use; the rest is reached through its module (report.columns, ...).
+__all__ = ["Report", "SEARCH_STYLE", "aggregate", "holm", "main", "paired", "plot_search", "search_trace",
+           "write_report"]

@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 from ..names import FAMILIES as SEARCH_FAMILIES
 
 BASELINES = ("temperature-scaled", "image-blind", "image-Bayes", "oracle", "exact")
-FAMILIES = (*SEARCH_FAMILIES, *BASELINES)  # every row of a report
+ROWS = (*SEARCH_FAMILIES, *BASELINES)  # every row of a report, in order
 # Rows to compare against, not ranked with the models.
 REFERENCES = ("image-blind", "image-Bayes", "oracle", "exact")
 # What a baseline row is, in the chosen-schedules table.
@@ -86,11 +86,11 @@ def group_columns(finals: Mapping[str, Sequence[Mapping]]) -> list[Column]:
 
 def ordered_families(finals: Mapping[str, Sequence]) -> list[str]:
     """The paper's families in the paper's order, then any other family in the given order."""
-    return [f for f in FAMILIES if f in finals] + [f for f in finals if f not in FAMILIES]
+    return [f for f in ROWS if f in finals] + [f for f in finals if f not in ROWS]
 
 
 def color(family: str, families: Sequence[str]) -> str:
-    """The family's fixed colour; families outside :data:`FAMILIES` take the others in turn."""
+    """The family's fixed colour; families outside :data:`ROWS` take the others in turn."""
     if family in FAMILY_COLORS:
         return FAMILY_COLORS[family]
     others = [f for f in families if f not in FAMILY_COLORS]

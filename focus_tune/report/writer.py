@@ -48,7 +48,7 @@ def write_report(
     search.pdf and a section on the search in results.md.
 
     ``finals`` maps a family ("none", "constant", "time-dependent", the baselines of
-    :data:`~focus_tune.report.FAMILIES`, any subset) to its flat test results, one per seed,
+    :data:`~focus_tune.report.ROWS`, any subset) to its flat test results, one per seed,
     each with its per-entry arrays as a dict under ``test_per_entry`` (optional; see
     :mod:`focus_tune.report.figures`); ``schedules`` maps a family to its compact schedule
     string. A family with no result is skipped with a note; missing or NaN metrics read ``n/a``.

@@ -8,6 +8,7 @@ import dataclasses
 from ..atomic import short
 from ..config import ConfigError, SearchConfig, load_search_config, space_path
 from ..data import DataError
+from ..job import Splits
 from .cli import SearchOptions
 
 
@@ -26,7 +27,7 @@ def check_game(manifest, opts: SearchOptions, data_path) -> None:
         raise DataError(f"--data {data_path}: holds a dataset of game {short(manifest.game)}, not --game {opts.game}")
 
 
-def load_splits(dataset) -> dict:
+def load_splits(dataset) -> Splits:
     """The three splits (numpy arrays) for the trials: decoding them checks every split file
     (class ids, time to event, marginals), so a corrupt dataset fails before anything runs."""
-    return {"train": dataset.train, "val": dataset.val, "test": dataset.test}
+    return Splits.of(dataset)

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import fsync_path, short
+from ..cli import error_exit
 from ..config import ConfigError, SearchConfig
 from ..data import DataError, ensure_dataset, load_dataset
 from ..interrupt import EXIT_INTERRUPTED, INTERRUPT, Interrupted
-from ..job import CONFIG_KEY, DataInfo, TrialJob
+from ..job import CONFIG_KEY, DataInfo, Splits, TrialJob
 from ..metrics import SELECT_NAMES
 from ..plan import SearchPlan, StageFailed, TrialSpec
 from ..progress import Progress, fmt_s
@@ -40,9 +41,7 @@ def main(argv: list[str] | None = None, trainable=None) -> int:
     except Interrupted:
         return EXIT_INTERRUPTED
     except (ConfigError, DataError, StageFailed, SearchError) as err:
-        text = " ".join(str(err).split())
-        print(f"error: {text if len(text) <= 600 else text[:597] + '...'}", file=sys.stderr)
-        return 2
+        return error_exit(err)
 
 
 @dataclass
@@ -52,7 +51,7 @@ class Prepared:
     cfg: SearchConfig
     data_path: Path
     dataset: object
-    splits: dict  # train / val / test: data.store.Split
+    splits: Splits
     run_dir: Path
     created: list[Path]  # folders made by the storage check, removed again if the search does not start
     fingerprint: dict

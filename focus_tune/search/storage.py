@@ -1,93 +1,19 @@
-"""Where a search keeps what must survive its driver: the run folder and the search state.
-
-The state file is written atomically after every finished trial (and every checkpoint),
-so a driver killed at any moment (kill -9 included) resumes with ``--resume`` without
-retraining a finished trial. Ray Tune's own experiment snapshot is periodic, which cannot
-give that guarantee; docs/DESIGN.md says more.
+"""Where a search keeps what must survive its driver: the run folder and its storage. The
+search state itself (``STATE_FILE``, :class:`SearchState`) is ``focus_tune.state``'s, re-exported
+here; Ray Tune's own experiment snapshot is periodic, which cannot give the state's guarantee
+(docs/DESIGN.md says more).
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import short, write_atomic
-from ..job import decode_influence
-from ..metrics import difference_se
+from ..atomic import short
+from ..state import STATE_FILE, SearchError, SearchState, read_state
 
-STATE_FILE = "search_state.json"
-
-
-class SearchError(RuntimeError):
-    """A search that cannot start or continue; the message says what to do."""
-
-
-@dataclass
-class SearchState:
-    """Everything the driver must remember to resume: saved after every finished trial."""
-
-    path: Path
-    results: dict[str, float | None] = field(default_factory=dict)  # trial id -> selection score
-    # trial id -> per-item influences on its score (job.encode_influence), for decisions' noise
-    influence: dict[str, str] = field(default_factory=dict)
-    checkpoints: dict[str, str] = field(default_factory=dict)  # trial id -> latest checkpoint path
-    finals: dict[str, dict] = field(default_factory=dict)  # trial id -> test result
-    trial_seconds: dict[str, float] = field(default_factory=dict)  # Tune's time_total_s of each trial
-    fit_seconds: list[float] = field(default_factory=list)  # wall time of each driver start's Tuner.fit
-    slots: int = 0  # trials that could run at once (the largest number seen running)
-    attempts: int = 0  # driver starts; names the Tune experiments of a resumed search apart
-    parent_run_id: str | None = None
-    fingerprint: dict = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, path: Path) -> "SearchState":
-        what = None
-        try:
-            raw = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-            what = f"unreadable ({short(str(err), 100)[1:-1]})"
-        else:
-            names = {f for f in cls.__dataclass_fields__ if f != "path"}
-            kinds = {"results": dict, "influence": dict, "checkpoints": dict, "finals": dict, "trial_seconds": dict,
-                     "fit_seconds": list, "slots": int, "attempts": int, "fingerprint": dict}
-            if not isinstance(raw, dict) or set(raw) - names:
-                what = f"not a search state (fields {short(sorted(raw) if isinstance(raw, dict) else raw)})"
-            else:
-                wrong = [k for k, t in kinds.items() if k in raw and not isinstance(raw[k], t)]
-                if wrong:
-                    what = f"field(s) {', '.join(wrong)} of the wrong type"
-        if what:
-            raise SearchError(f"{path}: {what}; it cannot be resumed: move it away to start the search again")
-        return cls(path=path, **raw)
-
-    def difference_se(self, a: str, b: str) -> float | None:
-        """Standard error of the difference of two trials' scores (paired over the validation
-        items), from their recorded influences; None when either has none (a failed trial, or a
-        search state from before they were recorded)."""
-        if a not in self.influence or b not in self.influence:
-            return None
-        x, y = _decoded(self.influence[a]), _decoded(self.influence[b])
-        return difference_se(x, y) if x.shape == y.shape else None
-
-    def save(self) -> None:
-        data = {k: v for k, v in self.__dict__.items() if k != "path"}
-        write_atomic(self.path, json.dumps(data, indent=1))  # atomic and durable (fsync file and folder)
-
-
-@functools.lru_cache(maxsize=1024)
-def _decoded(text: str):
-    return decode_influence(text)
-
-
-def read_state(folder: Path) -> "SearchState | None":
-    """The search state of a run folder, or None where no search ran there (the one reader of
-    the state file: the driver, the dry run's cost and predict read it through here)."""
-    path = Path(folder) / STATE_FILE
-    return SearchState.load(path) if path.exists() else None
-
+__all__ = ["STATE_FILE", "SearchError", "SearchState", "check_storage", "checkpoint_uri", "is_uri", "read_state",
+           "remove_if_empty", "run_dir", "tune_storage"]
 
 def is_uri(storage: str) -> bool:
     return "://" in storage

@@ -8,6 +8,7 @@ from pathlib import Path
 import mlflow
 from mlflow.tracking import MlflowClient
 
+from ..names import PREDICT_DEFAULTS
 from .store import _sqlite_file, tracking_uri
 
 
@@ -102,13 +103,19 @@ def model_signature(meta: dict):
     if not shape or not length or not num_classes:
         return None
     c, h, w = (int(x) for x in shape)
-    from ..pyfunc import params_schema
-
     return ModelSignature(
         inputs=Schema([TensorSpec(np.dtype("float32"), (-1, c, h, w), "images")]),
         outputs=Schema([TensorSpec(np.dtype("float32"), (-1, int(length), int(num_classes)), "marginals")]),
         params=params_schema(),
     )
+
+
+def params_schema():
+    """The python_function's inference parameters (``focus_tune.pyfunc``) with their defaults."""
+    from mlflow.types import ParamSchema, ParamSpec
+
+    kinds = {int: "long", str: "string", float: "double"}
+    return ParamSchema([ParamSpec(name, kinds[type(value)], value) for name, value in PREDICT_DEFAULTS.items()])
 
 
 def default_input_example(meta: dict):

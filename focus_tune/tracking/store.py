@@ -10,10 +10,6 @@ from pathlib import Path
 # mlflow configures its logger on import; its INFO lines (database migrations) are noise here.
 logging.getLogger("mlflow").setLevel(logging.WARNING)
 
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
-# mlflow configures its logger on import; its INFO lines (database migrations) are noise here.
-logging.getLogger("mlflow").setLevel(logging.WARNING)
-
 
 def tracking_uri(uri: str | None) -> str:
     """The given URI, or ``sqlite:///<cwd>/mlflow.db``."""
