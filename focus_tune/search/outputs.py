@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..atomic import fsync_path, write_atomic
 from ..job import PER_ENTRY_FILE, DataInfo
+
+if TYPE_CHECKING:  # types only: the modules behind them are imported where they are used
+    from ..config import SearchConfig
+    from ..data.store import Dataset, Manifest
+    from ..plan import SearchPlan, StageWinner
+    from ..report.writer import Report
+    from ..state import SearchState
+    from ..tracking import Tracker
+    from .cli import SearchOptions
 
 
 def read_per_entry(checkpoint: str | None) -> dict:
@@ -21,7 +31,7 @@ def read_per_entry(checkpoint: str | None) -> dict:
         return json.loads(path.read_text()) if path.exists() else {}
 
 
-def final_rows(plan, state) -> tuple[dict[str, list[dict]], list[int]]:
+def final_rows(plan: SearchPlan, state: SearchState) -> tuple[dict[str, list[dict]], list[int]]:
     """family -> one test result per seed (per-entry arrays included), and the seeds."""
     finals, seeds = {}, set()
     for family, by_seed in plan.finals(state.results).items():
@@ -34,7 +44,8 @@ def final_rows(plan, state) -> tuple[dict[str, list[dict]], list[int]]:
     return finals, sorted(seeds)
 
 
-def write_outputs(cfg, opts, plan, state, dataset, folder: Path, tracker, winners):
+def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, state: SearchState, dataset: Dataset,
+                  folder: Path, tracker: Tracker, winners: dict[str, StageWinner]) -> Report:
     from .. import cost
     from ..baselines import Scoring, with_baselines
     from ..metrics import SELECT_NAMES
@@ -70,7 +81,7 @@ def write_outputs(cfg, opts, plan, state, dataset, folder: Path, tracker, winner
     return report
 
 
-def log_decisions(tracker, search: dict) -> None:
+def log_decisions(tracker: Tracker, search: dict) -> None:
     """Each stage decision on the parent run: a tag in words (``decision.<stage>``) and its
     score difference and standard error as metrics (``decision/<stage>/difference``, ``/se``)."""
     from ..report.trace import decision_text
@@ -87,7 +98,8 @@ def log_decisions(tracker, search: dict) -> None:
     tracker.log_search(tags=tags, metrics=metrics)
 
 
-def log_final_models(plan, state, cfg, data_info: DataInfo, tracker, folder: Path, manifest, summary,
+def log_final_models(plan: SearchPlan, state: SearchState, cfg: SearchConfig, data_info: DataInfo,
+                     tracker: Tracker, folder: Path, manifest: Manifest, summary: dict[str, float],
                      register: str | None = None) -> None:
     """Each family's final model of the search seed, without pickle (``model_io``: numpy
     weights + JSON), in ``<run>/models/<family>`` and as a logged model of the parent run
