@@ -148,7 +148,7 @@ def _decision_note(decision: Mapping | None) -> str:
         return ""
     diff, se = decision["difference"], decision.get("se")
     if decision["rule"].startswith("tie"):
-        return f"\n(tie: {-diff:.4f} behind the lowest, {-diff / se:.1f} SE)"
+        return f"\n(tie: +{-diff:.4f}, {-diff / se:.1f} SE)"
     return f"\n(by {diff:.4f}" + (f", {diff / se:.1f} SE)" if se else ")")
 
 
