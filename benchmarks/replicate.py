@@ -51,6 +51,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from focus_tune.plan import tie_rule  # noqa: E402
 from focus_tune.report.columns import COMPARED_COLUMNS, COVERAGE_TARGET, ROWS  # noqa: E402
 from focus_tune.report.stats import _paired_test, holm, paired_differences  # noqa: E402
 from focus_tune.report.tables import read_finals  # noqa: E402
@@ -176,24 +177,27 @@ def lowest(candidates: list[dict], score=lambda c: c["score"]) -> str | None:
     return min(ok, key=score)["trained_as"] if ok else None
 
 
-def tie_pick(candidates: list[dict], z: float) -> str | None:
-    """The tie rule at z SE (``focus_tune.plan``) replayed on a stage's trace: the least
-    penalized candidate within z SE of the lowest. Exact where each candidate's recorded SE is
-    against the lowest (two candidates, or the lowest was chosen); None elsewhere."""
-    ok = [c for c in candidates if c["status"] == "ok" and c["score"] is not None]
-    best = lowest(ok)
-    if best is None or z == 0:
-        return best
-    rows = {c["trained_as"]: c for c in ok}
-    if len(rows) > 2 and rows[best].get("se") is not None:  # SEs are against another candidate
+def tie_pick(stage: dict, z: float) -> str | None:
+    """A recorded stage decided again by ``focus_tune.plan.tie_rule`` at z SE. The trace holds
+    each candidate's SE against the chosen one, so the rule is replayed exactly where every SE
+    it needs is against the chosen candidate (two candidates, or the lowest was chosen);
+    elsewhere an SE it needs is unknown and the pair is taken as distinguishable."""
+    rows = {}
+    for c in stage["candidates"]:  # distinct trainings, candidate order
+        if c["status"] == "ok" and c["score"] is not None:
+            rows.setdefault(c["trained_as"], c)
+    if not rows:
         return None
-    for c in sorted(rows.values(), key=lambda c: c["penalty"]):
-        if c["trained_as"] == best:
-            return best
-        se = c.get("se") if c.get("se") is not None else rows[best].get("se")
-        if se is not None and c["score"] - rows[best]["score"] <= z * se:
-            return c["trained_as"]
-    return best
+    chosen = next((c["trained_as"] for c in stage["candidates"] if c["trial_id"] == stage.get("winner")), None)
+
+    def se(a: str, b: str) -> float | None:  # recorded on the other candidate's row of the pair
+        if chosen not in (a, b):
+            return None
+        return next((rows[t]["se"] for t in (a, b) if rows[t].get("se") is not None), None)
+
+    scored = [(c["score"], c["penalty"], tid) for tid, c in rows.items()]
+    win, _, _, _ = tie_rule(scored, z, se)
+    return scored[win][2]
 
 
 def agreement(choices: list[str | None]) -> tuple[str, float]:
@@ -234,7 +238,7 @@ def summarize(runs: list[dict]) -> dict:
         rules = {"search's rule": [strip_seed(s["winner"]) if s else None for s in stages]}
         for z in (0, 1, 2):
             name_z = "lowest (paper)" if z == 0 else f"tie rule at {z} SE"
-            rules[name_z] = [strip_seed(tie_pick(s["candidates"], z)) if s else None for s in stages]
+            rules[name_z] = [strip_seed(tie_pick(s, z)) if s else None for s in stages]
         for metric, key in SELECT_METRICS.items():
             picks = []
             for s, r in zip(stages, runs):

@@ -326,26 +326,13 @@ class SearchPlan:
         if not scored:
             ids = dict.fromkeys(trainings.trained(key).trial_id for _, key in stage.candidates)
             raise StageFailed(stage.name, ids)
-        lowest = min(scored, key=lambda row: row[0])  # min keeps the first of equal scores
-        if len(scored) == 1:
-            return StageWinner(stage.name, lowest[1], lowest[2], lowest[0], rule="only candidate")
-
-        def se(a: str, b: str) -> float | None:
-            return None if self.difference_se is None else self.difference_se(a, b)
-
-        if self.tie_se > 0:
-            # The least penalized candidate within tie_se SE of the lowest (the lowest itself
-            # qualifies, so one is always found); equal penalties keep candidate order.
-            for score, candidate, tid in sorted(scored, key=lambda row: sum(row[1].schedule.values)):
-                if tid == lowest[2]:
-                    break
-                noise = se(tid, lowest[2])
-                if noise is not None and score - lowest[0] <= self.tie_se * noise:
-                    return StageWinner(stage.name, candidate, tid, score, rival=lowest[2],
-                                       difference=lowest[0] - score, difference_se=noise, rule="tie: less penalty")
-        runner_up = min((row for row in scored if row[2] != lowest[2]), key=lambda row: row[0])
-        return StageWinner(stage.name, lowest[1], lowest[2], lowest[0], rival=runner_up[2],
-                           difference=runner_up[0] - lowest[0], difference_se=se(lowest[2], runner_up[2]))
+        win, rival, rule, noise = tie_rule([(score, sum(c.schedule.values), tid) for score, c, tid in scored],
+                                           self.tie_se, self.difference_se)
+        score, candidate, tid = scored[win]
+        if rival is None:
+            return StageWinner(stage.name, candidate, tid, score, rule=rule)
+        return StageWinner(stage.name, candidate, tid, score, rival=scored[rival][2],
+                           difference=scored[rival][0] - score, difference_se=noise, rule=rule)
 
     def _budget(self, optuna_keys: set[tuple]) -> int:
         """Joint trainings the Optuna search may spend: the budget, at most the grid's."""
@@ -371,6 +358,33 @@ class SearchPlan:
             evaluated=tuple(evaluated),
             trials={(c.params["lambda_all"], c.params["k2"]): t.trained(k) for c, k in joint.candidates},
         )
+
+
+def tie_rule(scored: list[tuple[float, float, str]], tie_se: float,
+             difference_se: Callable[[str, str], float | None] | None) -> tuple[int, int | None, str, float | None]:
+    """A stage's decision (see the module docstring). ``scored``: (score, penalty, trial id) of
+    its distinct trainings with a score, in candidate order. Returns (the winner's index, its
+    closest rival's index or None, the rule that chose, the SE of their difference or None):
+    the rival is the lowest scorer when the tie rule chose another candidate, else the
+    runner-up. ``benchmarks/replicate.py`` replays recorded stages through it."""
+    lowest = min(range(len(scored)), key=lambda i: scored[i][0])  # min keeps the first of equal scores
+    if len(scored) == 1:
+        return lowest, None, "only candidate", None
+
+    def se(i: int, j: int) -> float | None:
+        return None if difference_se is None else difference_se(scored[i][2], scored[j][2])
+
+    if tie_se > 0:
+        # The least penalized candidate within tie_se SE of the lowest (the lowest itself
+        # qualifies, so one is always found); equal penalties keep candidate order.
+        for i in sorted(range(len(scored)), key=lambda i: scored[i][1]):
+            if i == lowest:
+                break
+            noise = se(i, lowest)
+            if noise is not None and scored[i][0] - scored[lowest][0] <= tie_se * noise:
+                return i, lowest, "tie: less penalty", noise
+    runner_up = min((i for i in range(len(scored)) if i != lowest), key=lambda i: scored[i][0])
+    return lowest, runner_up, "lowest", se(lowest, runner_up)
 
 
 def _num(value: float) -> str:
