@@ -17,7 +17,6 @@ from torchvision.models.resnet import BasicBlock
 from .names import ENCODERS
 
 
-
 def _resnet18(in_channels: int, embed_dim: int, width: int = 64) -> nn.Module:
     """ResNet-18 (He et al. 2016; torchvision's layout) with ``width`` channels in its first stage.
 

@@ -46,17 +46,8 @@ from typing import Callable, Literal
 from .config import GridConfig
 from .names import FAMILIES, FAMILY_STAGE, JOINT_SEARCHES
 from .regularization import LambdaSchedule
-from .trials import (
-    Batch,
-    Candidate,
-    JointSpace,
-    Results,
-    StageFailed,
-    StageWinner,
-    Trainings,
-    TrialSpec,
-    priority,
-)
+from .trials import (Batch, Candidate, JointSpace, Results, StageFailed, StageWinner, Trainings, TrialSpec,
+                     priority)
 
 __all__ = ["FAMILIES", "FAMILY_STAGE", "Batch", "Candidate", "JointSpace", "SearchPlan", "StageFailed",
            "StageWinner", "TrialSpec", "priority"]

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from .config import ESTIMATORS
 from .names import PREDICT_DEFAULTS as PARAMS
 
 
@@ -48,8 +47,6 @@ class SimulatorModel:
         from .predict import Item, PredictError, predict_one
 
         settings = {**PARAMS, **{k: v for k, v in (params or {}).items() if v is not None}}
-        if settings["estimator"] not in ESTIMATORS:
-            raise PredictError(f"estimator {settings['estimator']!r}: expected one of {', '.join(ESTIMATORS)}")
         if int(settings["num_samples"]) < 1:
             raise PredictError(f"num_samples {settings['num_samples']}: expected >= 1")
         images = model_input["images"] if isinstance(model_input, dict) else model_input

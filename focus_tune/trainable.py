@@ -130,7 +130,7 @@ def run_trial(config: dict, data: Splits, on_epoch=None) -> None:
             result.update(last_val)
             final = epoch == train.epochs
             result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
-            if final:  # the evaluation a stage decides by
+            if final and not job.evaluate_test:  # the evaluation a stage decides by (finals decide nothing)
                 result[INFLUENCE_KEY] = encode_influence(item_influence(
                     probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins))
             result["time/eval_s"] = time.perf_counter() - t0

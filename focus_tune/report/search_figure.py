@@ -17,9 +17,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..atomic import write_atomic
+from ..names import FAMILIES
 from .columns import FAMILY_COLORS
 from .figures import no_data
-from .trace import SEARCH_FAMILIES
 
 SEARCH_DPI = 200
 # Paper look: small serif-free type, no top/right spines, TrueType fonts in the PDF.
@@ -158,7 +158,7 @@ def _draw_histories(ax, search: Mapping) -> None:
         _draw_last_validation(ax, search, evaluated[0])
         return
     drawn = False
-    for family in SEARCH_FAMILIES:
+    for family in FAMILIES:
         seeds = [c for c in search.get("histories", {}).get(family, []) if c["epochs"]]
         if not seeds:
             continue
@@ -187,7 +187,7 @@ def _draw_histories(ax, search: Mapping) -> None:
 
 def _draw_last_validation(ax, search: Mapping, epoch: int) -> None:
     """Each family's validation ECE at the one evaluated epoch: one dot per seed, a bar at the mean."""
-    families = [f for f in SEARCH_FAMILIES if any(c["epochs"] for c in search.get("histories", {}).get(f, []))]
+    families = [f for f in FAMILIES if any(c["epochs"] for c in search.get("histories", {}).get(f, []))]
     for x, family in enumerate(families):
         values = [v for c in search["histories"][family] for v in c["val_ece"]]
         color = FAMILY_COLORS[family]

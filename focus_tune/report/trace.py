@@ -10,7 +10,6 @@ from .columns import NA
 from .stats import to_float
 
 SEARCH_JSON = "search.json"
-SEARCH_FAMILIES = FAMILIES  # the families a search chooses (the report's other rows are baselines)
 
 
 def _stage_x(stage: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,7 +62,7 @@ def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Seque
                                                   "epochs": [e for e, _ in points],
                                                   "val_ece": [v for _, v in points]})
     chosen = {family: str(winners[FAMILY_STAGE[family]].schedule)
-              for family in SEARCH_FAMILIES if FAMILY_STAGE[family] in winners}
+              for family in FAMILIES if FAMILY_STAGE[family] in winners}
     return {"k1": plan.grid.k1, "seed": plan.seed, "length": plan.length, "score": score, "tie_se": plan.tie_se,
             "chosen": chosen, "stages": stages, "histories": curves}
 

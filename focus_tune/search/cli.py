@@ -8,13 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..cli import (
-    OneLineParser,
-    non_negative_int,
-    non_negative_number,
-    positive_int,
-    positive_number,
-)
+from ..cli import OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number
 from ..data import GAMES
 from ..names import JOINT_SEARCHES, PROFILES
 from .storage import SearchError
@@ -22,39 +16,36 @@ from .storage import SearchError
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """What the user asked for, checked and with every default resolved."""
+    """What the user asked for, checked; the defaults are the parser's (:func:`build_parser`)."""
 
     game: str
-    profile: str = "quick"
-    space: Path | None = None
-    data: Path | None = None
-    data_root: Path = Path("data_cache")
-    storage: str = "runs"
-    address: str | None = None
-    tracking_uri: str | None = None
-    cpus_per_trial: float = 1.0  # also the trial's torch threads
-    gpus_per_trial: float = 0.0
-    max_concurrent: int | None = None
-    wait_for_resources: bool = False
-    seed: int = 0
-    final_seeds: int | None = None  # None: the search space's
-    resume: bool = False
-    joint_search: str = "grid"
-    joint_budget: int | None = None
-    register: str | None = None
-    max_retries: int = 2
-    dry_run: bool = False
-    cluster_gpus: int | None = None
-    trial_minutes: float | None = None
+    profile: str
+    space: Path | None
+    data: Path | None
+    data_root: Path
+    storage: str
+    address: str | None
+    tracking_uri: str | None
+    cpus_per_trial: float  # also the trial's torch threads
+    gpus_per_trial: float
+    max_concurrent: int | None
+    wait_for_resources: bool
+    seed: int
+    final_seeds: int | None  # None: the search space's
+    resume: bool
+    joint_search: str
+    joint_budget: int | None
+    register: str | None
+    max_retries: int
+    dry_run: bool
+    cluster_gpus: int | None
+    trial_minutes: float | None
 
 
 def parse_options(argv: Sequence[str] | None = None) -> SearchOptions:
     """The flags as :class:`SearchOptions`; argparse exits on a bad flag, a SearchError names
     a bad combination (:func:`check_flags`)."""
-    ns = vars(build_parser().parse_args(argv))
-    if ns["cpus_per_trial"] is None:  # one CPU (one torch thread) per trial: measured fastest on a laptop
-        ns["cpus_per_trial"] = 1.0
-    options = SearchOptions(**ns)
+    options = SearchOptions(**vars(build_parser().parse_args(argv)))
     check_flags(options)
     return options
 
@@ -77,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "stay in runs/ on the driver's machine)")
     p.add_argument("--address", help="an existing Ray cluster ('auto' on a cluster head); default: start a local Ray")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")
-    p.add_argument("--cpus-per-trial", type=positive_number,
+    # One CPU (one torch thread) per trial: measured fastest on a laptop (search/driver.py, fit).
+    p.add_argument("--cpus-per-trial", type=positive_number, default=1.0,
                    help="CPUs per trial, also its torch threads (default 1)")
     p.add_argument("--gpus-per-trial", type=non_negative_number, default=0.0,
                    help="GPUs per trial; fractions below 1 share a GPU")

@@ -22,15 +22,8 @@ from ..progress import Progress, fmt_s
 from . import ray_runtime
 from .checks import check_game, load_config, load_splits
 from .cli import SearchOptions, parse_options
-from .storage import (
-    STATE_FILE,
-    SearchError,
-    SearchState,
-    check_storage,
-    remove_if_empty,
-    run_dir,
-    tune_storage,
-)
+from .storage import (STATE_FILE, SearchError, SearchState, check_storage, remove_if_empty, run_dir,
+                      tune_storage)
 
 
 def main(argv: list[str] | None = None, trainable=None) -> int:

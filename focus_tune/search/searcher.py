@@ -95,7 +95,7 @@ class PlanSearcher(Searcher):
         else:
             return  # stopped before its end (Ctrl-C): it runs again, from its checkpoint, on --resume
         self.state.results[tid] = score
-        if influence is not None and job.spec.stage != "final":
+        if influence is not None:
             self.state.influence[tid] = influence
         if job.spec.stage == "final" and score is not None:
             self.state.finals[tid] = {k: v for k, v in result.items()
