@@ -32,10 +32,10 @@ from typing import Any, Callable, Mapping
 from .config_checks import (MAX_INT, MAX_K2, ConfigError, Context, alpha, choice, game_name, grid_list, k2_entry,
                             lambda_weight, non_negative_float, optional_positive_int, positive_float, positive_int, present,
                             required_fields, string)
-from .names import ENCODERS, PROFILES
+from .names import ENCODERS, PROFILES, SELECT_KEYS
 from .yaml_strict import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, read_yaml
 
-SELECT_BY = ("ece", "ece_debiased", "brier", "ce")  # validation score a stage decides by (metrics.SELECT_KEYS)
+SELECT_BY = tuple(SELECT_KEYS)  # the validation score a stage decides by
 ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat
 ESTIMATORS = ("counted", "rao_blackwell")  # evaluation: the paper's counted frequencies, or the same draws Rao-Blackwellized
 PRECISIONS = ("bf16", "fp32")

@@ -72,6 +72,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .names import SELECT_KEYS
+
 CE_EPS = 1e-3
 LABEL_REDRAWS = 30  # label draws behind :func:`label_noise`
 # Result keys of :func:`label_noise` (on the ``exact`` row of a report).
@@ -278,12 +280,6 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) ->
     out["auc"] = float(np.nanmean(auc_i)) if np.isfinite(auc_i).any() else float("nan")
     out["per_entry"] = per_entry
     return out
-
-
-# Selection scores of a stage decision (``TrainConfig.select_by``) -> their key in
-# :func:`sequence_metrics`: the debiased ECE is compared on its squared (unbiased) scale.
-SELECT_KEYS = {"ece": "ece", "ece_debiased": "ece_debiased_sq", "brier": "brier", "ce": "ce"}
-SELECT_NAMES = {"ece": "ECE", "ece_debiased": "debiased squared ECE", "brier": "Brier", "ce": "CE"}  # in reports
 
 
 def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps: float = CE_EPS) -> np.ndarray:

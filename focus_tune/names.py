@@ -7,6 +7,12 @@ from __future__ import annotations
 FAMILIES = ("none", "constant", "time-dependent")
 FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint"}
 
+# The validation scores a stage may decide by (TrainConfig.select_by) -> their key in
+# metrics.sequence_metrics (the debiased ECE is compared on its squared, unbiased scale),
+# and how reports name them.
+SELECT_KEYS = {"ece": "ece", "ece_debiased": "ece_debiased_sq", "brier": "brier", "ce": "ce"}
+SELECT_NAMES = {"ece": "ECE", "ece_debiased": "debiased squared ECE", "brier": "Brier", "ce": "CE"}
+
 PROFILES = ("smoke", "quick", "paper")  # the search spaces' profiles (and the built-in data sizes)
 ENCODERS = ("resnet18", "small")  # image encoders of the simulator
 JOINT_SEARCHES = ("grid", "optuna")  # how the joint lambda_all x k2 stage is searched

@@ -25,8 +25,9 @@ from ray import tune
 from .baselines import TS_PREFIX
 from .data import evaluation_groups
 from .job import CONFIG_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, Splits, TrialJob, encode_influence
-from .metrics import SELECT_KEYS, item_influence, sequence_ece
+from .metrics import item_influence, sequence_ece
 from .model_io import build_model
+from .names import SELECT_KEYS
 from .temperature import GRID, TemperatureFit, choose_on_grid, live_mask, paired_bootstrap_se
 from .train import NonFiniteLoss, DeviceSplit, evaluate, seed_everything, test_result, train_one_epoch
 

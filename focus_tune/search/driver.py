@@ -16,7 +16,7 @@ from ..config import ConfigError, SearchConfig
 from ..data import DataError, ensure_dataset, load_dataset
 from ..interrupt import EXIT_INTERRUPTED, INTERRUPT, Interrupted
 from ..job import CONFIG_KEY, DataInfo, Splits, TrialJob
-from ..metrics import SELECT_NAMES
+from ..names import SELECT_NAMES
 from ..plan import SearchPlan, StageFailed, TrialSpec
 from ..progress import Progress, fmt_s
 from . import ray_runtime

@@ -48,7 +48,7 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
                   folder: Path, tracker: Tracker, winners: dict[str, StageWinner]) -> Report:
     from .. import cost
     from ..baselines import Scoring, with_baselines
-    from ..metrics import SELECT_NAMES
+    from ..names import SELECT_NAMES
     from ..report import search_trace, write_report
 
     finals, seeds = final_rows(plan, state)
