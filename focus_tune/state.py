@@ -37,6 +37,9 @@ class SearchState:
     fit_seconds: list[float] = field(default_factory=list)  # wall time of each driver start's Tuner.fit
     slots: int = 0  # trials that could run at once (the largest number seen running)
     attempts: int = 0  # driver starts; names the Tune experiments of a resumed search apart
+    # one record per driver start: its Ray cluster (session name), Ray job, host and pid; a
+    # resumed search on the same cluster waits for the trials of an earlier, dead driver to stop
+    drivers: list[dict] = field(default_factory=list)
     parent_run_id: str | None = None
     fingerprint: dict = field(default_factory=dict)
 
@@ -50,7 +53,7 @@ class SearchState:
         else:
             names = {f for f in cls.__dataclass_fields__ if f != "path"}
             kinds = {"results": dict, "influence": dict, "checkpoints": dict, "finals": dict, "trial_seconds": dict,
-                     "fit_seconds": list, "slots": int, "attempts": int, "fingerprint": dict}
+                     "fit_seconds": list, "slots": int, "attempts": int, "drivers": list, "fingerprint": dict}
             if not isinstance(raw, dict) or set(raw) - names:
                 what = f"not a search state (fields {short(sorted(raw) if isinstance(raw, dict) else raw)})"
             else:

@@ -207,8 +207,45 @@ class LocalCluster:
         leads it; Ray gives workers their own process groups, not sessions), or Ray processes
         naming the cluster's root folder on the command line (Ray passes the temp dir to what it
         starts)."""
-        sessions = {n.pid for n in self.nodes}
-        marker = str(Path(self.root).resolve()) + "/"
+        return self._processes({n.pid for n in self.nodes}, str(Path(self.root).resolve()) + "/")
+
+    def node_processes(self, name: str) -> list[int]:
+        """Pids of the live processes of one node: its raylet, workers, agents (its GCS for the head)."""
+        node = next(n for n in self.nodes if n.name == name)
+        return self._processes({node.pid}, str(Path(node.temp_dir).resolve()) + "/")
+
+    def kill_node(self, name: str) -> list[int]:
+        """Lose a node as a preempted machine loses it: SIGKILL to all its processes at once,
+        nothing said to the GCS beforehand. Returns the pids killed."""
+        pids = self.node_processes(name)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.time() + 10
+        while self.node_processes(name) and time.time() < deadline:
+            _reap()
+            time.sleep(0.1)
+        _reap()
+        return pids
+
+    def add_node(self, name: str, timeout: float = 90.0) -> None:
+        """Start one more worker node (a replacement for a lost one) and wait until Ray lists it."""
+        self._start_node(name, [f"--address={self.address}"], timeout)
+        temp = str(Path(self.nodes[-1].temp_dir).resolve()) + "/"
+        deadline = time.time() + timeout
+        while name not in self.node_ids.values():
+            for info in self.alive_nodes():
+                if info["RayletSocketName"].startswith(temp):
+                    self.node_ids[info["NodeID"]] = name
+            if name not in self.node_ids.values():
+                if time.time() > deadline:
+                    raise TimeoutError(f"node {name} not listed by Ray after {timeout:.0f}s")
+                time.sleep(1)
+        self.save()
+
+    def _processes(self, sessions: set[int], marker: str) -> list[int]:
         me = os.getpid()
         pids = []
         for entry in Path("/proc").iterdir():

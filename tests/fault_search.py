@@ -1,9 +1,11 @@
 """Test-only: the search CLI with injected faults, through the driver's ``trainable`` seam.
 
-``FOCUS_TUNE_TEST_FAULTS='{"<trial_id>": "nan" | "raise@<epoch>" | "slow"}'``: "nan" makes
-that trial's loss non-finite (its head's bias turns NaN), "raise@N" makes it raise once at
-epoch N (not after a resume), to exercise retries from checkpoints, and "slow" makes its
-first epoch take SLOW_S seconds longer (trials that must overlap, e.g. on two nodes). Run it like the CLI:
+``FOCUS_TUNE_TEST_FAULTS='{"<trial_id>": "nan" | "raise@<epoch>" | "slow" | "slow@<epoch>"}'``:
+"nan" makes that trial's loss non-finite (its head's bias turns NaN), "raise@N" makes it
+raise once at epoch N (not after a resume), to exercise retries from checkpoints, "slow"
+makes its first epoch take SLOW_S seconds longer (trials that must overlap, e.g. on two
+nodes), and "slow@N" sleeps SLOW_S before epoch N, after the checkpoint of epoch N - 1, unless
+the trial was resumed (a window to kill a node or a driver in). Run it like the CLI:
 ``python tests/fault_search.py --game facemed --profile smoke ...``.
 """
 
@@ -24,7 +26,7 @@ def inject(job, epoch, model, resumed):
             model.head.bias.fill_(float("nan"))
     elif fault == f"raise@{epoch}" and not resumed:
         raise RuntimeError(f"injected fault in {job.trial_id} at epoch {epoch}")
-    elif fault == "slow" and epoch == 1:
+    elif (fault == "slow" and epoch == 1) or (fault == f"slow@{epoch}" and not resumed):
         import time
 
         time.sleep(SLOW_S)

@@ -120,6 +120,156 @@ def test_search_runs_on_both_nodes_and_mlflow_is_complete(cluster, search):
           f"trials per node {report['trials_per_node']}")
 
 
+# -- faults of a real cluster: a lost worker node, a lost driver --------------------------------
+DISTURBED = {"stage1-l0.01-s0": "slow@2", "stage1-l0.05-s0": "slow@2",
+             "stage2-l0.01-s0": "slow@2", "stage2-l0.05-s0": "slow@2"}
+RUN = f"{GAME}-smoke-seed0"
+
+
+def _state(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "search_state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _wait_until(proc: subprocess.Popen, what: str, ready, timeout: float = 240) -> None:
+    deadline = time.time() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"the search ended ({proc.returncode}) before {what}:\n{proc.stdout.read()[-4000:]}")
+        if time.time() > deadline:
+            proc.kill()
+            raise AssertionError(f"no {what} after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def _running(folder: Path, trials: list[str]) -> bool:
+    """Each of ``trials`` has a checkpoint and no result: it sleeps before its epoch 2 (slow@2)."""
+    s = _state(folder)
+    return all(t in s.get("checkpoints", {}) and t not in s.get("results", {}) for t in trials)
+
+
+def _live_trials_of(cluster, job: str, wait_s: float = 60) -> tuple[int, float]:
+    """How many actors of Ray job ``job`` are not DEAD, once they are all dead or ``wait_s`` has passed
+    (asked from a fresh client of the cluster); and the seconds that took."""
+    code = (f"import json, time, ray; ray.init(address={cluster.address!r}, logging_level='ERROR', log_to_driver=False)\n"
+            "from focus_tune.search.ray_runtime import live_trials_of\n"
+            f"t0 = time.time()\nwhile live_trials_of([{job!r}])[{job!r}] and time.time() - t0 < {wait_s}: time.sleep(0.5)\n"
+            f"print('LIVE=%d' % live_trials_of([{job!r}])[{job!r}])")
+    t0 = time.time()
+    out = subprocess.run([sys.executable, "-c", code], cwd=cluster.root, env=cluster.full_env(), capture_output=True,
+                         text=True, timeout=wait_s + 120)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("LIVE=")), None)
+    assert line, out.stdout[-2000:] + out.stderr[-3000:]
+    return int(line.removeprefix("LIVE=")), time.time() - t0
+
+
+@pytest.fixture(scope="module")
+def disturbed(cluster, search):
+    """The search of ``search`` again, on its own storage and MLflow store, disturbed twice.
+    Round 1: while both stage-1 trials run (one per node), worker1 is lost (SIGKILL to all its
+    processes at once, as a preempted machine) and a replacement node, worker2, joins. Round 2:
+    while both stage-2 trials run, the driver is killed (kill -9); once Ray has stopped its
+    trials, the same command with ``--resume`` finishes the search on the same cluster."""
+    root = cluster.root
+    storage, db = root / "runs-disturbed", root / "mlflow-disturbed.db"
+    folder = storage / RUN
+    cmd = [sys.executable, str(ROOT / "tests" / "fault_search.py"), "--game", GAME, "--profile", "smoke",
+           "--address", cluster.address, "--storage", str(storage), "--tracking-uri", f"sqlite:///{db}",
+           "--data-root", str(root / "data"), "--cpus-per-trial", "1"]
+    env = dict(cluster.full_env(), PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_FAULTS=json.dumps(DISTURBED))
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_until(proc, "two running stage-1 trials", lambda: _running(folder, ["stage1-l0.01-s0", "stage1-l0.05-s0"]))
+        killed = cluster.kill_node("worker1")
+        cluster.add_node("worker2")
+        _wait_until(proc, "two running stage-2 trials", lambda: _running(folder, ["stage2-l0.01-s0", "stage2-l0.05-s0"]))
+        before = _state(folder)
+        proc.kill()  # kill -9 of the driver
+        t_kill = time.time()
+        first_out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    job = before["drivers"][-1]["ray_job"]
+    live, live_s = _live_trials_of(cluster, job)
+    t_resume = time.time()
+    resumed = subprocess.run([*cmd, "--resume"], cwd=root, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=480)
+    assert resumed.returncode == 0, resumed.stdout[-6000:]
+    return {"folder": folder, "db": db, "first_out": first_out, "out": resumed.stdout, "killed": killed,
+            "before": before, "job": job, "live": live, "strays_gone_s": t_resume - t_kill, "live_s": live_s,
+            "t_resume": t_resume}
+
+
+def _children(db: Path):
+    """The MLflow client, the child runs and the parent runs of the disturbed search."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name(f"focus-tune/{GAME}")
+    runs = client.search_runs([exp.experiment_id], max_results=5000)
+    return client, [r for r in runs if "mlflow.parentRunId" in r.data.tags], [
+        r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+
+
+def test_a_lost_worker_node_costs_one_retry_from_the_checkpoint(disturbed):
+    assert disturbed["killed"], "worker1 had no process to kill"
+    out = disturbed["first_out"]
+    assert "retrying from its last checkpoint" in out, out[-4000:]
+    client, children, parents = _children(disturbed["db"])
+    retried = [r for r in children if r.data.tags.get("retries")]
+    # Exactly the stage-1 trial that ran on worker1 crashed, once: Ray lost its actor with the node.
+    assert [r.data.tags["trial_id"] for r in retried] in (["stage1-l0.01-s0"], ["stage1-l0.05-s0"])
+    tags = retried[0].data.tags
+    assert tags["retries"] == "1" and "actor" in tags["retry.1"].lower(), tags
+    # It went on from its epoch-1 checkpoint: each epoch logged once (a restart from scratch
+    # would log epoch 1 twice).
+    steps = [m.step for m in client.get_metric_history(retried[0].info.run_id, "train/loss")]
+    assert sorted(steps) == [1, 2, 3], steps
+
+
+def test_a_killed_driver_resumes_on_the_cluster_without_retraining(disturbed):
+    before, folder = disturbed["before"], disturbed["folder"]
+    done = set(before["results"])
+    assert len(done) >= 4 and f"resuming: {len(done)} trials already done" in disturbed["out"]
+    # Ray stopped the dead driver's trials (their actors shared its fate) before the resume.
+    assert disturbed["live"] == 0
+    # Nothing finished before the kill was trained again: the resumed Tune experiment holds
+    # only trials that were not done.
+    again = {p.name for p in (folder / "search-attempt2").iterdir() if p.is_dir()}
+    assert again and not (again & done), again & done
+    # No stray trial of the dead driver wrote into the run folder after the resume began.
+    late = [p for p in (folder / "search").rglob("*") if p.is_file() and p.stat().st_mtime > disturbed["t_resume"]]
+    assert not late, late[:5]
+    state = json.loads((folder / "search_state.json").read_text())
+    assert [d["attempt"] for d in state["drivers"]] == [1, 2]
+    print(f"\ndead driver's trials gone {disturbed['strays_gone_s']:.0f} s after the kill")
+
+
+def test_every_trial_is_one_finished_mlflow_run(disturbed):
+    state = json.loads((disturbed["folder"] / "search_state.json").read_text())
+    _, children, parents = _children(disturbed["db"])
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    ids = [r.data.tags["trial_id"] for r in children]
+    assert sorted(ids) == sorted(state["results"]), "a trial without its run, or a duplicate run"
+    assert all(r.info.status == "FINISHED" for r in children)
+
+
+def test_the_disturbed_search_picks_the_undisturbed_winners(cluster, disturbed):
+    def outcome(folder: Path):
+        report = json.loads((folder / "report" / "search.json").read_text())
+        return {s["stage"]: s["winner"] for s in report["stages"]}, report["chosen"]
+
+    assert outcome(disturbed["folder"]) == outcome(cluster.root / "runs" / RUN)
+    ref = json.loads((cluster.root / "runs" / RUN / "search_state.json").read_text())["results"]
+    got = json.loads((disturbed["folder"] / "search_state.json").read_text())["results"]
+    assert got.keys() == ref.keys()
+    assert all(got[k] == pytest.approx(ref[k], rel=1e-9, abs=1e-12) for k in ref if ref[k] is not None)
+
+
 def test_stop_ends_this_cluster_and_nothing_else(cluster, sentinel):
     pids = cluster.processes()
     assert pids

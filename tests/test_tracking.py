@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import mlflow
@@ -212,6 +213,29 @@ def test_winner_tags(tracker, manifest):
     assert parent["winner.stage1"] == parent["winner.stage2"] == "stage1-l0.005-s0"
     with pytest.raises(KeyError, match="no MLflow run of trial 'nope'"):
         tracker.tag_winner("nope", "stage1")
+
+
+def test_a_retried_trial_stays_one_run_and_says_why(tracker, manifest, tmp_path):
+    from focus_tune.search.callbacks import last_failure
+
+    j = job(manifest)
+    first = tracker.start_trial(j)
+    errors = tmp_path / "error.txt"  # Tune's error file: one block per failure
+    errors.write_text("Failure # 1 (occurred at 2026-11-27)\nray::ImplicitFunc.train() (pid=1)\n  File x\n"
+                      "RuntimeError: injected fault\n"
+                      "Failure # 2 (occurred at 2026-11-27)\nThe actor died unexpectedly before finishing this task.\n"
+                      "\tclass_name: ImplicitFunc\nThe actor is dead because its node has died.\n")
+    trial = types.SimpleNamespace(error_file=str(errors))
+    assert last_failure(trial) == "The actor is dead because its node has died."
+    errors.write_text(errors.read_text().split("Failure # 2")[0])
+    assert last_failure(trial) == "RuntimeError: injected fault"
+    assert last_failure(types.SimpleNamespace(error_file=None)) == "unknown error"
+    tracker.note_retry(j.trial_id, 1, "RuntimeError: injected fault")
+    tracker.note_retry(j.trial_id, 2, "The actor is dead because its node has died.")
+    assert tracker.start_trial(j) == first and len(tracker._child_runs()) == 1
+    tags = tracker.client.get_run(first).data.tags
+    assert (tags["retries"], tags["retry.1"], tags["retry.2"]) == (
+        "2", "RuntimeError: injected fault", "The actor is dead because its node has died.")
 
 
 def test_a_resumed_search_reopens_its_child_runs(tracker, manifest, dataset):

@@ -3,6 +3,8 @@ state, its progress on the terminal. Workers never need the tracking URI."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ray.tune import Callback
 
 from ..job import job_of
@@ -27,6 +29,10 @@ class MLflowCallback(Callback):
         if tid in self.state.results:  # else stopped by Ctrl-C: the driver marks it KILLED
             result = trial.last_result or {}
             self.tracker.end_trial(tid, failed=self.state.results[tid] is None, reason=result.get("error"))
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        # Tune restarts the trial from its last checkpoint; it stays this one child run.
+        self.tracker.note_retry(job_of(trial).trial_id, trial.run_metadata.num_failures, last_failure(trial))
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.tracker.end_trial(job_of(trial).trial_id, failed=True, reason=str(trial.error_file))
@@ -65,7 +71,26 @@ class StateCallback(Callback):
                 self.progress.failed(tid, (trial.last_result or {}).get("error", "no score reported"))
             self.progress.trial_done(tid, score, self.state.trial_seconds.get(tid))
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        tid = job_of(trial).trial_id
+        self.progress.line(f"  {tid} crashed ({last_failure(trial)}); failure {trial.run_metadata.num_failures}, "
+                           "retrying from its last checkpoint")
+
     def on_trial_error(self, iteration, trials, trial, **info):
         tid = job_of(trial).trial_id
         self.progress.failed(tid, f"crashed {trial.num_failures} times; see {trial.error_file}")
         self.progress.trial_done(tid, None)
+
+
+def last_failure(trial) -> str:
+    """The last failure in a trial's error file, in one line: where Ray says why an actor died,
+    that line, else the message's last line (an exception's type and text; for an actor lost
+    with its node, "The actor ... is unavailable: ...")."""
+    try:
+        text = Path(trial.error_file).read_text(errors="replace")
+    except (TypeError, OSError):
+        return "unknown error"
+    lines = [ln.strip() for ln in text.rsplit("Failure # ", 1)[-1].splitlines()[1:] if ln.strip()]
+    if not lines:
+        return "unknown error"
+    return next((ln for ln in lines if "because" in ln), lines[-1])[:300]

@@ -129,6 +129,9 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
     tracker = open_tracker(opts, state.parent_run_id)
     new_parent, state.parent_run_id = state.parent_run_id is None, tracker.parent_run_id
     state.attempts += 1
+    if resumed:  # trials of an earlier, dead driver on this cluster must have stopped first
+        ray_runtime.wait_for_earlier_drivers(state.drivers)
+    state.drivers.append(ray_runtime.driver_record(state.attempts))
     state.save()
     print(f"MLflow: experiment focus-tune/{opts.game}, run {tracker.parent_run_id} | watch it: "
           f"{ui_command(tracker.uri)}", flush=True)

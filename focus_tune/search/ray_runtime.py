@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import socket
 import sys
+import time
 import warnings
 
 from .storage import SearchError
@@ -78,6 +80,68 @@ def trial_slots(opts) -> int | None:
         return None
     slots = max(1, sum(_node_slots(opts)[1]))
     return min(slots, opts.max_concurrent) if opts.max_concurrent else slots
+
+
+# How long a resumed search waits for the trials of an earlier driver that died (kill -9, a
+# lost laptop) to be stopped by Ray (the trials' actors share their owner's fate: seconds).
+STRAY_WAIT_S = 60.0
+_LIVE_ACTOR_STATES = ("DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING")
+
+
+def driver_record(attempt: int) -> dict:
+    """This driver start as the search state keeps it (``SearchState.drivers``)."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {"attempt": attempt, "cluster": ctx.get_session_name(), "ray_job": ctx.get_job_id(),
+            "host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+
+
+def live_trials_of(job_ids: list[str]) -> dict[str, int]:
+    """{Ray job id: actors of that job not yet DEAD} on the connected cluster (read from the
+    GCS, which needs no dashboard)."""
+    from ray._private import state as gcs_state  # the GCS actor table; ray.util.state needs the dashboard
+
+    wanted = set(job_ids)
+    counts = dict.fromkeys(job_ids, 0)
+    for actor in gcs_state.actors().values():
+        if actor["JobID"] in wanted and actor["State"] in _LIVE_ACTOR_STATES:
+            counts[actor["JobID"]] += 1
+    return counts
+
+
+def wait_for_earlier_drivers(drivers: list[dict], wait_s: float = STRAY_WAIT_S, log=print) -> None:
+    """Before a resumed search starts trials: the trials that an earlier driver of this search
+    started on this same cluster must have stopped. When a driver dies, Ray stops the actors it
+    owned within seconds; until then they could still write checkpoints into the run folder
+    (and Tune's ``num_to_keep`` would delete older ones the state points to). Waits up to
+    ``wait_s``, then refuses with the earlier driver's job, host and pid."""
+    import ray
+
+    here = ray.get_runtime_context()
+    cluster, me = here.get_session_name(), here.get_job_id()
+    earlier = {d["ray_job"]: d for d in drivers if d.get("cluster") == cluster and d.get("ray_job") != me}
+    if not earlier:
+        return
+    deadline, told = time.monotonic() + wait_s, False
+    while True:
+        live = {job: n for job, n in live_trials_of(list(earlier)).items() if n}
+        if not live:
+            if told:
+                log("the earlier driver's trials have stopped", flush=True)
+            return
+        job, n = next(iter(live.items()))
+        d = earlier[job]
+        who = f"Ray job {job} (driver pid {d.get('pid')} on {d.get('host')})"
+        if time.monotonic() > deadline:
+            raise SearchError(f"{n} trial(s) of an earlier driver of this search, {who}, still run on the cluster "
+                              f"after {wait_s:.0f} s: is that driver still running? Stop it (or its Ray job), then "
+                              "resume again")
+        if not told:
+            log(f"waiting for {n} trial(s) of the earlier driver, {who}, to stop on the cluster "
+                f"(at most {wait_s:.0f} s)", flush=True)
+            told = True
+        time.sleep(1.0)
 
 
 def interrupt_stopper():

@@ -91,6 +91,13 @@ class Tracker:
         if metrics:
             self.client.log_batch(run_id, metrics=metrics)
 
+    def note_retry(self, trial_id: str, failures: int, reason: str) -> None:
+        """A trial that crashed and restarts from its last checkpoint stays one child run: its
+        ``retries`` tag counts the restarts and ``retry.<n>`` keeps why each happened."""
+        run_id = self._children[trial_id]
+        self.client.log_batch(run_id, tags=[RunTag("retries", str(failures)),
+                                            RunTag(f"retry.{failures}", reason[:4000])])
+
     def end_trial(self, trial_id: str, failed: bool, reason: str | None = None) -> None:
         run_id = self._children[trial_id]
         if reason:
