@@ -35,7 +35,7 @@ class SearchState:
     finals: dict[str, dict] = field(default_factory=dict)  # trial id -> test result
     trial_seconds: dict[str, float] = field(default_factory=dict)  # Tune's time_total_s of each trial
     fit_seconds: list[float] = field(default_factory=list)  # wall time of each driver start's Tuner.fit
-    slots: int = 0  # trials that could run at once (the largest number seen running)
+    slots: int = 0  # trials that ran at once: the largest number seen running
     attempts: int = 0  # driver starts; names the Tune experiments of a resumed search apart
     # one record per driver start: its Ray cluster (session name), Ray job, host and pid; a
     # resumed search on the same cluster waits for the trials of an earlier, dead driver to stop

@@ -82,6 +82,10 @@ class LocalCluster:
     memory: int = 3 * GiB
     object_store_memory: int = 256 * MiB
     port: int = 0
+    # Ray's fake multi-node autoscaler: {node type: {"resources": {...}, "min_workers", "max_workers"}};
+    # the head then runs no trials' worth of GPUs and the autoscaler adds and removes such nodes.
+    autoscale: dict | None = None
+    idle_timeout_minutes: float = 0.1
     nodes: list[Node] = field(default_factory=list)
     node_ids: dict[str, str] = field(default_factory=dict)  # Ray node id -> our node name
     started_at: float = 0.0
@@ -127,8 +131,11 @@ class LocalCluster:
         self.port = self.port or free_port()
         self.started_at = time.time()
         try:
-            self._start_node("head", ["--head", f"--port={self.port}",
-                                      "--include-dashboard=false"], timeout)
+            head = ["--head", f"--port={self.port}", "--include-dashboard=false"]
+            if self.autoscale:
+                head.append(f"--autoscaling-config={self._autoscaler_config()}")
+            self._start_node("head", head, timeout,
+                             env={"RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1"} if self.autoscale else None)
             for i in range(1, self.nodes_wanted):
                 self._start_node(f"worker{i}", [f"--address={self.address}"], timeout)
             self.save()
@@ -145,7 +152,31 @@ class LocalCluster:
             raise
         return self
 
-    def _start_node(self, name: str, extra: list[str], timeout: float) -> None:
+    def _autoscaler_config(self) -> Path:
+        """The config of Ray's fake multi-node provider: worker nodes are Ray nodes started on
+        this machine by the head's autoscaler, with the resources of their node type."""
+        types = {"ray.head.default": {"resources": {"CPU": self.cpus, "GPU": 0}, "node_config": {}, "max_workers": 0}}
+        for name, spec in self.autoscale.items():
+            resources = {"object_store_memory": int(self.object_store_memory), **spec["resources"]}
+            types[name] = {"resources": resources, "node_config": {}, "min_workers": spec.get("min_workers", 0),
+                           "max_workers": spec["max_workers"]}
+        config = {
+            "cluster_name": "focus-tune-local", "max_workers": sum(t["max_workers"] for t in types.values()),
+            "provider": {"type": "fake_multinode", "use_node_id_as_ip": True, "disable_node_updaters": True,
+                         "disable_launch_config_check": True, "gcs_address": self.address},
+            "available_node_types": types, "head_node_type": "ray.head.default", "auth": {},
+            "upscaling_speed": 1.0, "idle_timeout_minutes": self.idle_timeout_minutes, "docker": {},
+            **{k: [] for k in ("initialization_commands", "setup_commands", "head_setup_commands",
+                               "worker_setup_commands", "head_start_ray_commands", "worker_start_ray_commands",
+                               "cluster_synced_files", "rsync_exclude", "rsync_filter")},
+            "file_mounts": {}, "file_mounts_sync_continuously": False,
+        }
+        path = Path(self.root) / "autoscaler.json"
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as f:
+            f.write(json.dumps(config, indent=1))
+        return path
+
+    def _start_node(self, name: str, extra: list[str], timeout: float, env: dict | None = None) -> None:
         temp_dir = self.root / name  # per node: its own session and log folders
         temp_dir.mkdir(mode=0o700)  # new: fails if anything (a link too) is there already
         log = self.root / f"{name}.log"
@@ -161,7 +192,7 @@ class LocalCluster:
         ]
         with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=self.full_env(), start_new_session=True)
+                                    env={**self.full_env(), **(env or {})}, start_new_session=True)
         node = Node(name, str(temp_dir), proc.pid, str(log))
         self.nodes.append(node)
         self.save()

@@ -49,6 +49,26 @@ def test_hands_out_at_most_the_slots_critical_path_first(tmp_path):
     assert _ids([searcher.suggest("d")]) == ["joint-la0.01-k5-s0"]
     assert [j.trial_id for j in handed] == ["stage1-l0.01-s0", "stage1-l0.05-s0", "constant-0.01-s0",
                                             "joint-la0.01-k5-s0"]
+
+
+def test_slots_count_the_trials_that_ran_at_once_not_those_queued(tmp_path):
+    """With an autoscaler the searcher queues every runnable trial; the efficiency's slots are
+    the trials Tune actually ran at once (StateCallback, on their start and end)."""
+    import types
+
+    from focus_tune.job import CONFIG_KEY
+    from focus_tune.search.callbacks import StateCallback
+
+    searcher, state, _ = _searcher(tmp_path, slots=None)
+    jobs = [searcher.suggest(t)["job"] for t in "abcd"]
+    assert len(searcher.live) == 4
+    progress = types.SimpleNamespace(started=lambda tid: None, trial_done=lambda *a: None, failed=lambda *a: None)
+    callback = StateCallback(state, progress)
+    trials = [types.SimpleNamespace(config={CONFIG_KEY: j}, last_result={}) for j in jobs]
+    callback.on_trial_start(0, [], trials[0])
+    callback.on_trial_start(0, [], trials[1])
+    callback.on_trial_complete(0, [], trials[0])
+    callback.on_trial_start(0, [], trials[2])
     assert state.slots == 2
 
 

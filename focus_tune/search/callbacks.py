@@ -44,12 +44,19 @@ class StateCallback(Callback):
 
     def __init__(self, state: SearchState, progress: Progress):
         self.state, self.progress = state, progress
+        self.running: set[str] = set()  # trials whose actor is training or evaluating now
 
     def on_step_end(self, iteration, trials, **info):
         self.progress.tick()  # the live bar's clock and ETA, between results
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self.progress.started(job_of(trial).trial_id)
+        tid = job_of(trial).trial_id
+        # The largest number of trials seen running at once (the efficiency's slots): counted
+        # here, where they run, not where they are handed out (with an autoscaler the searcher
+        # queues every runnable trial while nodes are still starting).
+        self.running.add(tid)
+        self.state.slots = max(self.state.slots, len(self.running))
+        self.progress.started(tid)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         job = job_of(trial)
@@ -65,6 +72,7 @@ class StateCallback(Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         tid = job_of(trial).trial_id
+        self.running.discard(tid)
         if tid in self.state.results:
             score = self.state.results[tid]
             if score is None:
@@ -78,6 +86,7 @@ class StateCallback(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         tid = job_of(trial).trial_id
+        self.running.discard(tid)
         self.progress.failed(tid, f"crashed {trial.num_failures} times; see {trial.error_file}")
         self.progress.trial_done(tid, None)
 

@@ -65,7 +65,6 @@ class PlanSearcher(Searcher):
             return None  # everything runnable is out: wait for a result
         job = self.make_job(spec)
         self.live[trial_id] = job
-        self.state.slots = max(self.state.slots, len(self.live))
         self.on_handout(job)
         return {"job": job}
 
