@@ -3,10 +3,14 @@ state, its progress on the terminal. Workers never need the tracking URI."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ray.tune import Callback
 
+from ..atomic import disk_full
 from ..job import job_of
 from ..progress import Progress
+from ..state import DiskFull
 from .storage import SearchState, checkpoint_uri
 
 
@@ -34,10 +38,11 @@ class MLflowCallback(Callback):
 
 class StateCallback(Callback):
     """Checkpoint paths into the search state (what --resume restarts a trial from) and the
-    progress display; the scores themselves are recorded by the searcher."""
+    progress display; the scores themselves are recorded by the searcher. ``on_full`` is told
+    of a full disk met while saving a checkpoint's path (the searcher's ``stop_for``)."""
 
-    def __init__(self, state: SearchState, progress: Progress):
-        self.state, self.progress = state, progress
+    def __init__(self, state: SearchState, progress: Progress, on_full: Callable[[DiskFull], None] = lambda err: None):
+        self.state, self.progress, self.on_full = state, progress, on_full
 
     def on_step_end(self, iteration, trials, **info):
         self.progress.tick()  # the live bar's clock and ETA, between results
@@ -54,8 +59,24 @@ class StateCallback(Callback):
             self.progress.evaluated(job.trial_id, result["epoch"], epochs, result["score"])
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-        self.state.checkpoints[job_of(trial).trial_id] = checkpoint_uri(checkpoint)
-        self.state.save()
+        tid = job_of(trial).trial_id
+        before = self.state.checkpoints.get(tid)
+        self.state.checkpoints[tid] = checkpoint_uri(checkpoint)
+        try:
+            self.state.save()
+        except OSError as err:
+            if disk_full(err) is None:
+                raise
+            # The saved state still names the trial's previous checkpoint: so does the state in
+            # memory, and raising makes Tune keep that checkpoint too (it registers the new one,
+            # and deletes the old, only after its callbacks return).
+            if before is None:
+                del self.state.checkpoints[tid]
+            else:
+                self.state.checkpoints[tid] = before
+            full = DiskFull.of(err, self.state.path.parent)
+            self.on_full(full)
+            raise full from None
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         tid = job_of(trial).trial_id
