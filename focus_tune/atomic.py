@@ -7,6 +7,7 @@ fsyncs can leave a zero-length file on ext4/xfs after a power cut).
 """
 from __future__ import annotations
 
+import errno
 import os
 import reprlib
 import uuid
@@ -25,6 +26,23 @@ def short(value, limit: int = 80) -> str:
     (a YAML alias bomb expands to gigabytes if printed in full)."""
     text = _REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_FULL_TEXT = ("no space left on device", "disk quota exceeded")
+
+
+def disk_full(err: BaseException | None) -> BaseException | None:
+    """The error in ``err``'s chain (causes, contexts, Ray's wrapped ``cause``) that says the
+    disk is full (ENOSPC) or the quota is spent (EDQUOT), or None. pyarrow, which persists
+    Ray Tune's checkpoints, raises an OSError whose errno may be unset: its text counts too."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and (err.errno in _FULL or any(t in str(err).lower() for t in _FULL_TEXT)):
+            return err
+        err = getattr(err, "cause", None) or err.__cause__ or err.__context__
+    return None
 
 
 def fsync_path(path: str | os.PathLike) -> None:

@@ -25,12 +25,14 @@ class _Interrupt:
 
     def __init__(self):
         self.event = threading.Event()
+        self.abort = threading.Event()  # set on an error that must stop the running trials (a full disk)
         self.signal_name = ""
         self._previous: dict[int, object] = {}
 
     def install(self) -> None:
         os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
         self.event.clear()
+        self.abort.clear()
         self.signal_name = ""
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):

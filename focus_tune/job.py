@@ -22,6 +22,9 @@ PER_ENTRY_FILE = "test_per_entry.json"  # a final's per-entry test arrays, in it
 # The result key of a validation's per-item influences on its score (metrics.item_influence):
 # the float32 array, base64, so that a stage decision can weigh a difference by its noise.
 INFLUENCE_KEY = "val/influence"
+# A trial whose checkpoint could not be written for a full disk reports this (the error's text)
+# and ends: the driver stops the search instead of scoring the trial as failed.
+DISK_FULL_KEY = "disk_full"
 
 
 def encode_influence(values) -> str:

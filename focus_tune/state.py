@@ -14,13 +14,33 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic import short, write_atomic
+from .atomic import disk_full, short, write_atomic
 
 STATE_FILE = "search_state.json"
 
 
 class SearchError(RuntimeError):
     """A search that cannot start or continue; the message says what to do."""
+
+
+class DiskFull(SearchError):
+    """The storage of a search is full (ENOSPC or EDQUOT): the search stopped, its state holds
+    what was saved before, and it continues with --resume once there is space again."""
+
+    @classmethod
+    def at(cls, folder: Path, detail: str) -> "DiskFull":
+        """``folder`` (the run folder) is full; ``detail``: what failed, in words."""
+        what = "disk quota exceeded" if "quota" in detail.lower() else "no space left on device"
+        return cls(f"{folder}: {what} ({short(detail, 160)[1:-1]}); the search stopped and its state holds every "
+                   f"trial finished before; free space there, then rerun the same command with --resume")
+
+    @classmethod
+    def of(cls, err: BaseException, folder: Path) -> "DiskFull":
+        """From the error that met the full disk (an OSError, or an error that wraps one)."""
+        full = disk_full(err) or err
+        where = getattr(full, "filename", None)
+        return cls.at(folder, f"writing {where}: {full.strerror}" if where and getattr(full, "strerror", None)
+                      else f"{type(full).__name__}: {full}")
 
 
 @dataclass

@@ -22,9 +22,10 @@ import ray
 import torch
 from ray import tune
 
+from .atomic import disk_full
 from .baselines import TS_PREFIX
 from .data import evaluation_groups
-from .job import CONFIG_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, Splits, TrialJob, encode_influence
+from .job import CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, Splits, TrialJob, encode_influence
 from .metrics import item_influence, sequence_ece
 from .model_io import build_model
 from .names import SELECT_KEYS
@@ -66,7 +67,20 @@ def run_trial(config: dict, data: Splits, on_epoch=None) -> None:
     :class:`~focus_tune.job.Splits` (numpy arrays). ``on_epoch(job, epoch, model,
     resumed)``, called before each training epoch, is a seam for tests (fault injection);
     the search passes none.
+
+    A full disk (ENOSPC, EDQUOT: persisting a checkpoint to the storage, or its temporary
+    copy) ends the trial with a result holding only ``DISK_FULL_KEY``: retries would meet the
+    same full disk, and the driver stops the search on it rather than score the trial as failed.
     """
+    try:
+        _run_trial(config, data, on_epoch)
+    except OSError as err:
+        if disk_full(err) is None:
+            raise
+        tune.report({DISK_FULL_KEY: f"{type(err).__name__}: {err}"})  # no checkpoint: nothing to write
+
+
+def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
     job: TrialJob = config[CONFIG_KEY]
     torch.set_num_threads(max(1, job.threads))
     train, info = job.train, job.data

@@ -4,11 +4,14 @@ state, its progress on the terminal. Workers never need the tracking URI."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from ray.tune import Callback
 
+from ..atomic import disk_full
 from ..job import job_of
 from ..progress import Progress
+from ..state import DiskFull
 from .storage import SearchState, checkpoint_uri
 
 
@@ -40,10 +43,11 @@ class MLflowCallback(Callback):
 
 class StateCallback(Callback):
     """Checkpoint paths into the search state (what --resume restarts a trial from) and the
-    progress display; the scores themselves are recorded by the searcher."""
+    progress display; the scores themselves are recorded by the searcher. ``on_full`` is told
+    of a full disk met while saving a checkpoint's path (the searcher's ``stop_for``)."""
 
-    def __init__(self, state: SearchState, progress: Progress):
-        self.state, self.progress = state, progress
+    def __init__(self, state: SearchState, progress: Progress, on_full: Callable[[DiskFull], None] = lambda err: None):
+        self.state, self.progress, self.on_full = state, progress, on_full
         self.running: set[str] = set()  # trials whose actor is training or evaluating now
 
     def on_step_end(self, iteration, trials, **info):
@@ -67,8 +71,24 @@ class StateCallback(Callback):
             self.progress.evaluated(job.trial_id, result["epoch"], epochs, result["score"])
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-        self.state.checkpoints[job_of(trial).trial_id] = checkpoint_uri(checkpoint)
-        self.state.save()
+        tid = job_of(trial).trial_id
+        before = self.state.checkpoints.get(tid)
+        self.state.checkpoints[tid] = checkpoint_uri(checkpoint)
+        try:
+            self.state.save()
+        except OSError as err:
+            if disk_full(err) is None:
+                raise
+            # The saved state still names the trial's previous checkpoint: so does the state in
+            # memory, and raising makes Tune keep that checkpoint too (it registers the new one,
+            # and deletes the old, only after its callbacks return).
+            if before is None:
+                del self.state.checkpoints[tid]
+            else:
+                self.state.checkpoints[tid] = before
+            full = DiskFull.of(err, self.state.path.parent)
+            self.on_full(full)
+            raise full from None
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         tid = job_of(trial).trial_id

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import fsync_path, short
+from ..atomic import disk_full, fsync_path, short
 from ..cli import error_exit
 from ..config import ConfigError, SearchConfig
 from ..data import DataError, ensure_dataset, load_dataset
@@ -19,9 +19,11 @@ from ..job import CONFIG_KEY, DataInfo, Splits, TrialJob
 from ..names import SELECT_NAMES
 from ..plan import SearchPlan, StageFailed, TrialSpec
 from ..progress import Progress, fmt_s
+from ..state import DiskFull
 from . import ray_runtime
 from .checks import check_game, load_config, load_splits
 from .cli import SearchOptions, parse_options
+from .lock import SearchLock
 from .storage import (STATE_FILE, SearchError, SearchState, check_storage, remove_if_empty, run_dir,
                       tune_storage)
 
@@ -39,19 +41,19 @@ def main(argv: list[str] | None = None, trainable=None) -> int:
 
 @dataclass
 class Prepared:
-    """Everything checked before the search touches the disk, MLflow or Ray."""
+    """Everything checked before the search touches the state, MLflow or Ray."""
 
     cfg: SearchConfig
     data_path: Path
     dataset: object
     splits: Splits
     run_dir: Path
-    created: list[Path]  # folders made by the storage check, removed again if the search does not start
     fingerprint: dict
 
 
 def prepare(opts: SearchOptions) -> Prepared:
-    """Validate the flags, the config, the dataset (its contents too) and the storage."""
+    """Validate the flags, the config, the dataset (its contents too) and the search state
+    (the caller holds the run folder's lock: :func:`run`)."""
     cfg = load_config(opts)
     data_path = opts.data or ensure_dataset(opts.game, opts.profile, opts.data_root, seed=opts.seed)
     dataset = load_dataset(data_path)
@@ -68,18 +70,27 @@ def prepare(opts: SearchOptions) -> Prepared:
     if opts.resume and state_path.exists() and SearchState.load(state_path).fingerprint != fingerprint:
         raise SearchError(f"{state_path} was made with another config or dataset; "
                           f"resume with the same arguments or start a new --storage")
-    created = check_storage(opts, folder)  # last: nothing is left on disk when a check above fails
-    return Prepared(cfg, Path(data_path), dataset, splits, folder, created, fingerprint)
+    return Prepared(cfg, Path(data_path), dataset, splits, folder, fingerprint)
 
 
 def run(opts: SearchOptions, trainable=None) -> int:
+    """The search: the run folder is made writable and locked first (a second search on it is
+    refused before anything else, :mod:`.lock`); a check that fails leaves no folder, lock or
+    state behind; a full disk at any point ends in :class:`~focus_tune.state.DiskFull`."""
     if opts.dry_run:
         from .dry_run import dry_run
 
         return dry_run(load_config(opts), opts)
     t_start = time.time()
     INTERRUPT.install()
+    folder = run_dir(opts)
+    lock = SearchLock(folder)
+    created: list[Path] = []
     try:
+        created = check_storage(opts, folder)  # folders made here are removed again if the search does not start
+        lock.acquire()
+        if lock.notice:
+            print(lock.notice, file=sys.stderr, flush=True)
         prep = prepare(opts)
         INTERRUPT.check()
         m = prep.dataset.manifest
@@ -95,11 +106,15 @@ def run(opts: SearchOptions, trainable=None) -> int:
             return search(opts, prep, t_start, trainable)
         finally:
             ray.shutdown()
-    except BaseException:
-        for folder in prep.created if "prep" in locals() else ():
-            remove_if_empty(folder)
+    except BaseException as err:
+        lock.release()
+        for made in created:
+            remove_if_empty(made)
+        if isinstance(err, Exception) and not isinstance(err, SearchError) and disk_full(err) is not None:
+            raise DiskFull.of(err, folder) from None
         raise
     finally:
+        lock.release()
         INTERRUPT.restore()
 
 
@@ -266,13 +281,14 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
         run_config=tune.RunConfig(
             name=name,
             storage_path=tune_storage(opts.storage, folder),
-            callbacks=[MLflowCallback(tracker, state), StateCallback(state, progress)],
+            callbacks=[MLflowCallback(tracker, state), StateCallback(state, progress, on_full=searcher.stop_for)],
             failure_config=tune.FailureConfig(max_failures=opts.max_retries),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             stop=ray_runtime.interrupt_stopper(),
             verbose=0,
         ),
     )
+    ray_runtime.hide_reported_errors()
     t0 = time.time()
     tuner.fit()
     INTERRUPT.check()  # an interrupted fit is not a measured one

@@ -22,6 +22,25 @@ def quiet() -> None:
     warnings.filterwarnings("ignore", module="mlflow")
 
 
+class _HideReported(logging.Filter):
+    """Drops Tune's tracebacks of a full disk: the driver reports it itself, on one line. Tune
+    logs one when a callback of ours could not save the search state, and when its own
+    experiment snapshot (which --resume does not read) could not be written; a full disk then
+    also stops the search through a checkpoint or the search state that cannot be written."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from ..atomic import disk_full
+
+        return not (record.exc_info and disk_full(record.exc_info[1]) is not None)
+
+
+def hide_reported_errors() -> None:
+    for name in ("ray.tune.execution.tune_controller", "ray.tune.execution.experiment_state"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _HideReported) for f in logger.filters):
+            logger.addFilter(_HideReported())
+
+
 def secure_local_ray(opts) -> None:
     """A local Ray requires a token made for this search: its GCS, raylet and workers listen
     on every interface (Ray 2.60 has no loopback-only switch), and with token authentication
@@ -148,7 +167,8 @@ def interrupt_stopper():
     from ray.tune import Stopper
 
     class StopOnInterrupt(Stopper):
-        """Ends every trial at the next step of Tune's loop once Ctrl-C was pressed."""
+        """Ends every trial at the next step of Tune's loop once Ctrl-C was pressed, or once
+        the search must stop for an error (INTERRUPT.abort: a full disk)."""
 
         def __call__(self, trial_id, result) -> bool:
             return False
@@ -157,6 +177,6 @@ def interrupt_stopper():
             # Looked up at call time: Tune pickles its stopper, and an Event cannot be pickled.
             from focus_tune.interrupt import INTERRUPT
 
-            return INTERRUPT.event.is_set()
+            return INTERRUPT.event.is_set() or INTERRUPT.abort.is_set()
 
     return StopOnInterrupt()

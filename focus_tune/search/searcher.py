@@ -18,9 +18,11 @@ from typing import Callable
 
 from ray.tune.search import Searcher
 
+from ..atomic import disk_full
 from ..interrupt import INTERRUPT
-from ..job import INFLUENCE_KEY, TrialJob
+from ..job import DISK_FULL_KEY, INFLUENCE_KEY, TrialJob
 from ..plan import SearchPlan, StageFailed, TrialSpec, priority
+from ..state import DiskFull
 from .storage import SearchState
 
 
@@ -32,6 +34,10 @@ class PlanSearcher(Searcher):
     every trial handed out (the progress display). The score of a trial is its validation
     score (``select_by``) at the last epoch (the paper's last-epoch model); the per-item
     influences of that evaluation go to the state, for the noise of the stage decisions.
+
+    A full disk (a trial's ``DISK_FULL_KEY`` result, or the state that cannot be saved) is
+    not a result: the trial is left without one (``--resume`` runs it again), :attr:`error`
+    is set and the running trials are stopped (:meth:`stop_for`).
     """
 
     def __init__(self, plan: SearchPlan, state: SearchState, make_job: Callable[[TrialSpec], TrialJob],
@@ -43,7 +49,26 @@ class PlanSearcher(Searcher):
         self.optuna_factory, self.optuna = optuna, None
         self.on_handout = on_handout
         self.live: dict[str, TrialJob] = {}  # Tune's trial id -> the job it runs
-        self.error: StageFailed | None = None
+        self.error: StageFailed | DiskFull | None = None
+
+    def stop_for(self, err: DiskFull) -> None:
+        """End the search on an error that no retry mends: hand out nothing more, stop the
+        running trials (the Tune stopper polls ``INTERRUPT.abort``); the first error is kept."""
+        if self.error is None:
+            self.error = err
+        INTERRUPT.abort.set()
+
+    def save_state(self) -> bool:
+        """Save the search state; on a full disk, stop the search (False) instead of raising
+        into Ray Tune, which would log it and go on."""
+        try:
+            self.state.save()
+        except OSError as err:
+            if disk_full(err) is None:
+                raise
+            self.stop_for(DiskFull.of(err, self.state.path.parent))
+            return False
+        return True
 
     # -- handing out ----------------------------------------------------------------------
     def suggest(self, trial_id: str):
@@ -87,6 +112,9 @@ class PlanSearcher(Searcher):
             return
         tid, result = job.trial_id, result or {}
         influence = None
+        if DISK_FULL_KEY in result:  # its checkpoint could not be written: no result, stop the search
+            self.stop_for(DiskFull.at(self.state.path.parent, f"{tid}: {result[DISK_FULL_KEY]}"))
+            return
         if error or result.get("failed"):
             score = None  # crashed past its retries, or a non-finite loss
         elif "score" in result and result.get("epoch") == self.epochs:
@@ -101,7 +129,8 @@ class PlanSearcher(Searcher):
                                       if k.startswith("test") or k.startswith("val/") or k == "epoch"}
             self.state.finals[tid]["seed"] = job.spec.seed
         self.state.trial_seconds[tid] = float(result.get("time_total_s", 0.0))
-        self.state.save()
+        if not self.save_state():
+            return
         if self.optuna is not None and job.spec.stage == "joint":
             self.optuna.tell(tid, score)
 
