@@ -176,12 +176,13 @@ class LocalCluster:
             f.write(json.dumps(config, indent=1))
         return path
 
-    def _start_node(self, name: str, extra: list[str], timeout: float, env: dict | None = None) -> None:
+    def _start_node(self, name: str, extra: list[str], timeout: float, env: dict | None = None,
+                    wrap: list[str] | None = None) -> None:
         temp_dir = self.root / name  # per node: its own session and log folders
         temp_dir.mkdir(mode=0o700)  # new: fails if anything (a link too) is there already
         log = self.root / f"{name}.log"
         cmd = [
-            _ray_bin(), "start", "--block", *extra,
+            *(wrap or []), _ray_bin(), "start", "--block", *extra,
             "--node-ip-address=127.0.0.1",
             f"--num-cpus={self.cpus:g}", "--num-gpus=0",
             f"--memory={int(self.memory)}", f"--object-store-memory={int(self.object_store_memory)}",
@@ -261,9 +262,10 @@ class LocalCluster:
         _reap()
         return pids
 
-    def add_node(self, name: str, timeout: float = 90.0) -> None:
-        """Start one more worker node (a replacement for a lost one) and wait until Ray lists it."""
-        self._start_node(name, [f"--address={self.address}"], timeout)
+    def add_node(self, name: str, timeout: float = 90.0, wrap: list[str] | None = None) -> None:
+        """Start one more worker node (a replacement for a lost one) and wait until Ray lists it;
+        ``wrap`` prefixes its ``ray start`` command (e.g. ``unshare`` for a node with its own mounts)."""
+        self._start_node(name, [f"--address={self.address}"], timeout, wrap=wrap)
         temp = str(Path(self.nodes[-1].temp_dir).resolve()) + "/"
         deadline = time.time() + timeout
         while name not in self.node_ids.values():

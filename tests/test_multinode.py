@@ -12,6 +12,7 @@ also when a test fails.
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -268,6 +269,39 @@ def test_the_disturbed_search_picks_the_undisturbed_winners(cluster, disturbed):
     got = json.loads((disturbed["folder"] / "search_state.json").read_text())["results"]
     assert got.keys() == ref.keys()
     assert all(got[k] == pytest.approx(ref[k], rel=1e-9, abs=1e-12) for k in ref if ref[k] is not None)
+
+
+def _private_mounts() -> list[str] | None:
+    """A command prefix giving a process its own mount namespace, or None where this is not allowed."""
+    if not shutil.which("unshare"):
+        return None
+    prefix = ["unshare", "-m", "--propagation", "private"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
+    ok = subprocess.run([*prefix, "true"], capture_output=True).returncode == 0
+    return prefix if ok else None
+
+
+def test_a_node_that_cannot_see_the_run_folder_is_named_at_start(cluster):
+    """A third node whose view of the storage is an empty tmpfs (its own mount namespace): the
+    search refuses to start, naming the node, before it writes a state or opens MLflow."""
+    prefix = _private_mounts()
+    if prefix is None:
+        pytest.skip("no private mount namespace here (unshare missing or not permitted)")
+    storage = cluster.root / "runs-blind"
+    storage.mkdir()
+    cover = f"mount -t tmpfs -o size=1m tmpfs {storage} && exec \"$@\""
+    cluster.add_node("blind", wrap=[*prefix, "sh", "-c", cover, "sh"])
+    cmd = [sys.executable, "-m", "focus_tune.search", "--game", GAME, "--profile", "smoke",
+           "--address", cluster.address, "--storage", str(storage), "--tracking-uri",
+           f"sqlite:///{cluster.root / 'mlflow-blind.db'}", "--data-root", str(cluster.root / "data")]
+    proc = subprocess.run(cmd, cwd=cluster.root, env=cluster.full_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    blind = next(node_id for node_id, name in cluster.node_ids.items() if name == "blind")
+    assert line.startswith(f"error: --storage {storage}: 1 of 3 node(s) of the cluster cannot see the run folder "
+                           f"{storage / RUN}: "), line
+    assert f"(node {blind[:8]})" in line, line
+    assert "same path on every node" in line
+    assert not (storage / RUN / "search_state.json").exists() and not (cluster.root / "mlflow-blind.db").exists()
 
 
 def test_stop_ends_this_cluster_and_nothing_else(cluster, sentinel):

@@ -102,6 +102,7 @@ def run(opts: SearchOptions, trainable=None) -> int:
 
         try:
             ray_runtime.check_resources(opts)
+            ray_runtime.check_shared_storage(opts, prep.run_dir)
             INTERRUPT.check()
             return search(opts, prep, t_start, trainable)
         finally:

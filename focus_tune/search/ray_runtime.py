@@ -8,7 +8,9 @@ import secrets
 import socket
 import sys
 import time
+import uuid
 import warnings
+from pathlib import Path
 
 from .storage import SearchError
 
@@ -89,6 +91,39 @@ def check_resources(opts) -> None:
         f"no node can run a trial: each needs {cpus:g} CPU + {gpus:g} GPU (--cpus-per-trial, --gpus-per-trial), "
         f"and no node has enough {lacking} (cluster: {len(nodes)} node(s): {have}); lower the request, or pass "
         "--wait-for-resources if an autoscaler will add such nodes")
+
+
+def check_shared_storage(opts, folder) -> None:
+    """On a cluster (--address), every alive node must see the run folder: the trials write
+    their checkpoints there and --resume reads them back from any node. A probe file written
+    here is looked for by one zero-CPU task pinned to each node; a node that does not see it
+    is named, with what the storage must be. A URI storage (s3://, gs://) is reached through
+    pyarrow by every node and is not probed; nodes an autoscaler adds later are not either."""
+    if not (opts.address or os.environ.get("RAY_ADDRESS")) or "://" in opts.storage:
+        return
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = Path(folder).resolve() / f".node-probe-{uuid.uuid4().hex}"
+    probe.write_bytes(b"")
+
+    @ray.remote(num_cpus=0, max_retries=0)
+    def sees(path: str) -> bool:
+        return os.path.exists(path)
+
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        seen = ray.get([sees.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                        .remote(str(probe)) for n in nodes], timeout=120)
+    finally:
+        probe.unlink(missing_ok=True)
+    blind = [n for n, ok in zip(nodes, seen) if not ok]
+    if blind:
+        names = ", ".join(f"{n['NodeManagerAddress']} (node {n['NodeID'][:8]})" for n in blind[:3])
+        raise SearchError(
+            f"--storage {opts.storage}: {len(blind)} of {len(nodes)} node(s) of the cluster cannot see the run folder "
+            f"{Path(folder).resolve()}: {names}; on a cluster the storage must be one filesystem mounted at the same "
+            "path on every node (NFS, EFS, ...) or a URI (s3://..., gs://...)")
 
 
 def trial_slots(opts) -> int | None:
