@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from smoke_search import GAME, RUN
+from test_tracking import dataset, job, manifest  # noqa: F401  (fixtures and a trial job)
 
 
 def _free_port() -> int:
@@ -39,12 +40,12 @@ class Server:
 
     def start(self, timeout: float = 120) -> None:
         env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
-        log = open(self.root / "server.log", "a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
-             "--serve-artifacts", "--artifacts-destination", str(self.root / "artifacts")],
-            cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.root / "server.log", "a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+                 "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
+                 "--serve-artifacts", "--artifacts-destination", str(self.root / "artifacts")],
+                cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + timeout
         while True:
             try:
@@ -126,9 +127,9 @@ def test_a_call_waits_for_the_server_and_a_4xx_is_not_retried(server, tmp_path, 
 
 def test_a_run_created_before_its_answer_was_lost_is_not_created_twice(server, tmp_path):
     """create_run is not idempotent: a retry first asks whether the earlier try made the run."""
-    from focus_tune.tracking.outage import PatientClient
-
     from mlflow.tracking import MlflowClient
+
+    from focus_tune.tracking.outage import PatientClient
 
     out = io.StringIO()
     client = PatientClient(MlflowClient(server.uri), server.uri, patience=60, out=out)
@@ -150,6 +151,86 @@ def test_a_run_created_before_its_answer_was_lost_is_not_created_twice(server, t
     assert tries == [run.info.run_id]
     assert len(client.raw.search_runs([exp])) == 1
     assert "unreachable (ConnectionError)" in out.getvalue()
+
+
+def test_what_the_patience_did_not_get_through_is_sent_on_resume(server, tmp_path, manifest):  # noqa: F811
+    """The trial records that met the end of the patience are kept in the run folder; the
+    Tracker of the resumed search sends them and the trial's run ends as it would have."""
+    from focus_tune.tracking import Tracker, TrackingUnavailable
+
+    unsent = tmp_path / "mlflow_unsent.json"
+    tracker = Tracker(server.uri, "outage", "search", unsent=unsent)
+    run_id = tracker.start_trial(job(manifest))
+    tid = job(manifest).trial_id
+    server.stop()
+    tracker.client.patience = 2
+    tracker.client.out = io.StringIO()
+    with pytest.raises(TrackingUnavailable):
+        tracker.log_result(tid, {"epoch": 3, "timestamp": 1700000000, "val/ece": 0.25, "train/loss": 1.5})
+    with pytest.raises(TrackingUnavailable):  # at once now
+        tracker.end_trial(tid, failed=False)
+    assert len(json.loads(unsent.read_text())) == 2
+    server.start()
+    again = Tracker(server.uri, "outage", "search", parent_run_id=tracker.parent_run_id, unsent=unsent)
+    assert again.send_unsent() == 2 and not unsent.exists()
+    run = again.client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics == {"val/ece": 0.25, "train/loss": 1.5}
+    assert [(m.step, m.timestamp) for m in again.client.get_metric_history(run_id, "val/ece")] == \
+        [(3, 1700000000000)]
+
+
+def test_ctrl_c_while_waiting_stops_the_waiting_for_good(monkeypatch):
+    """An interrupt while the server is away: Interrupted at once, and no later call waits
+    (the driver then leaves the runs as they were)."""
+    from mlflow.tracking import MlflowClient
+
+    from focus_tune.interrupt import INTERRUPT, Interrupted
+    from focus_tune.tracking.outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable
+
+    for key, value in HTTP_DEFAULTS.items():
+        monkeypatch.setenv(key, value)
+    uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    client = PatientClient(MlflowClient(uri), uri, patience=600, out=io.StringIO())
+    threading.Timer(4, INTERRUPT.event.set).start()
+    t0 = time.time()
+    try:
+        with pytest.raises(Interrupted):
+            client.get_experiment_by_name("x")
+    finally:
+        INTERRUPT.event.clear()
+    assert time.time() - t0 < 15
+    with pytest.raises(TrackingUnavailable, match="interrupted"):
+        client.get_experiment_by_name("x")
+
+
+def test_what_counts_as_an_outage():
+    import requests
+    from mlflow.exceptions import MlflowException, RestException
+
+    from focus_tune.tracking.outage import outage_cause
+
+    def http_error(status):
+        response = requests.Response()
+        response.status_code = status
+        return requests.HTTPError("x", response=response)
+
+    def wrapped(err):  # how MLflow's http_request raises: an MlflowException in the except block
+        try:
+            raise err
+        except Exception:
+            try:
+                raise MlflowException("API request failed")
+            except MlflowException as outer:
+                return outer
+
+    assert outage_cause(wrapped(requests.ConnectionError("refused"))) == "ConnectionError"
+    assert outage_cause(wrapped(requests.ReadTimeout("slow"))) == "ReadTimeout"
+    assert outage_cause(wrapped(requests.exceptions.RetryError("503"))).startswith("RetryError")
+    assert outage_cause(http_error(503)) == "HTTP 503"
+    assert outage_cause(http_error(404)) is None
+    assert outage_cause(RestException({"error_code": "INVALID_PARAMETER_VALUE", "message": "bad"})) is None
+    assert outage_cause(ValueError("a bug")) is None
 
 
 # -- a real search ----------------------------------------------------------------------------
@@ -180,20 +261,11 @@ def _wait_for_results(work: Path, proc: subprocess.Popen, count: int, timeout: f
     pytest.fail(f"no {count} finished trials (exit {proc.poll()})")
 
 
-def _tune_results(work: Path, tid: str) -> list[dict]:
-    """Every result a trial reported, as Ray Tune recorded them (every attempt of the search)."""
-    out = []
-    for path in (work / "runs" / RUN).glob(f"search*/{tid}/result.json"):
-        out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return out
-
-
 def _check_mlflow(uri: str, work: Path) -> dict:
-    """One FINISHED child run per trial holding every metric of every result Tune recorded and
-    the trial's score, the parent FINISHED, the models and the report logged."""
+    """One FINISHED child run per trial with its score, and every training trial with every
+    train/ and val/ metric at every epoch (the smoke profile validates each epoch); the parent
+    FINISHED, the models and the report logged."""
     from mlflow.tracking import MlflowClient
-
-    from focus_tune.tracking.store import _is_metric
 
     state = json.loads((work / "runs" / RUN / "search_state.json").read_text())
     client = MlflowClient(uri)
@@ -206,22 +278,20 @@ def _check_mlflow(uri: str, work: Path) -> dict:
         by_trial.setdefault(run.data.tags["trial_id"], []).append(run)
     assert set(by_trial) == set(state["results"]), "a trial without a run, or a run without a trial"
     assert all(len(runs) == 1 for runs in by_trial.values()), "a duplicate child run"
-    checked = 0
+    trained = {tid: run for tid, (run,) in by_trial.items() if "source_trial" not in run.data.tags}
+    keys = {k for run in trained.values() for k in run.data.metrics if k.startswith(("train/", "val/"))}
+    assert "train/loss" in keys and "val/ece" in keys, keys
+    steps = {}
     for tid, (run,) in by_trial.items():
         assert run.info.status == "FINISHED", (tid, run.info.status)
-        histories = {}
-        for result in _tune_results(work, tid):
-            for key, value in result.items():
-                if _is_metric(key, value):
-                    if key not in histories:
-                        histories[key] = {(int(m.step), m.value) for m in client.get_metric_history(run.info.run_id, key)}
-                    epoch = int(result["epoch"])
-                    assert any(step == epoch and v == pytest.approx(value) for step, v in histories[key]), \
-                        (tid, key, epoch)
-                    checked += 1
+        if tid in trained:
+            for key in keys:
+                steps[tid, key] = {int(m.step) for m in client.get_metric_history(run.info.run_id, key)}
         score = state["results"][tid]
         assert any(v == pytest.approx(score) for k, v in run.data.metrics.items() if k.startswith("val/")), tid
-    assert checked > 100
+    epochs = max((max(v) for v in steps.values() if v), default=0)
+    missing = {k: v for k, v in steps.items() if v != set(range(1, epochs + 1))}
+    assert not missing, missing
     models = client.search_logged_models([parent.info.experiment_id],
                                          filter_string=f"source_run_id = '{parent.info.run_id}'")
     assert sorted(m.name for m in models if m.status.name == "READY") == \
@@ -251,11 +321,14 @@ def test_search_survives_a_server_outage(tmp_path, smoke_data):
     try:
         _wait_for_results(work, proc, 2)
         server.stop()
+        t_stop = time.time()
         time.sleep(35)
         server.start()
+        print(f"server down for {time.time() - t_stop:.0f} s")
         proc.wait(timeout=400)
         reader.join(5)
         out = "".join(lines)
+        print("".join(line for line in lines if line.startswith("MLflow at ")))
         assert proc.returncode == 0, out[-4000:]
         assert f"MLflow at {server.uri}: unreachable (" in out, out[-4000:]
         assert f"MLflow at {server.uri}: reachable again after " in out
@@ -282,16 +355,20 @@ def test_a_server_that_stays_away_ends_the_search_resumably(tmp_path, smoke_data
         proc.wait(timeout=120)
         reader.join(5)
         out = "".join(lines)
+        print(out[-1500:])
         assert proc.returncode == 2, out[-4000:]
         assert "Traceback" not in out, out[-4000:]
         assert "retrying for up to 5 s" in out
         errors = [line for line in out.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and "unreachable for" in errors[0] and "--resume" in errors[0], out[-3000:]
         assert (work / "runs" / RUN / "search_state.json").exists()
+        unsent = work / "runs" / RUN / "mlflow_unsent.json"
+        print(f"kept for --resume: {unsent.read_text() if unsent.exists() else 'nothing'}"[:300])
         server.start()
         resumed = _search(work, smoke_data, server.uri, "--resume")
         out, _ = resumed.communicate(timeout=400)
         assert resumed.returncode == 0, out[-4000:]
+        assert not unsent.exists()
         state = _check_mlflow(server.uri, work)
         assert all(v is not None for v in state["results"].values()), state["results"]
     finally:

@@ -12,8 +12,8 @@ each stage's winner is tagged ``winner_of``.
 """
 
 from .lineage import DATASET_CONTEXT, WINNER_TAG, context_tags, dataset_entity, manifest_digest
-from .outage import PATIENCE_ENV, TrackingUnavailable
 from .models import ModelNotFound, default_input_example, download_model, fetch_model, model_signature
+from .outage import PATIENCE_ENV, TrackingUnavailable
 from .runs import Tracker
 from .store import tracking_uri, ui_command
 

@@ -25,7 +25,7 @@ from ..state import SearchError
 
 PATIENCE_ENV = "FOCUS_TUNE_TRACKING_PATIENCE_S"
 DEFAULT_PATIENCE_S = 600.0
-MAX_DELAY_S = 15.0  # the backoff between tries is capped: a server back is seen within that
+MAX_DELAY_S = 5.0  # the backoff between tries is capped: a server back is seen within that
 # MLflow's own retries for a server, short (about 2 s: 2 retries, backoff 1) so that the waiting
 # is PatientClient's, visible and bounded; a request that hangs fails after 30 s (MLflow: 120).
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
