@@ -92,6 +92,8 @@ class PatientClient:
         self.failure: TrackingUnavailable | None = None
 
     def __getattr__(self, name):
+        if name.startswith("__") or name == "raw":  # copy and pickle ask before __init__ has run
+            raise AttributeError(name)
         attr = getattr(self.raw, name)
         if not callable(attr):
             return attr
