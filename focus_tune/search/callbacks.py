@@ -14,24 +14,31 @@ class MLflowCallback(Callback):
     """Each trial is a child run of the search's parent run (``tracking.Tracker``).
 
     While the tracking server is away the Tracker's calls wait (Tune's loop with them; the
-    trials wait at their next report, in their actors). When its patience runs out, or Ctrl-C comes while
-    it waits, the exception is kept in ``error`` and raised into Tune, which ends ``fit()``
-    (with a ``TuneError`` of its own: the driver raises ``error`` instead); every later call
-    does nothing."""
+    trials wait at their next report, in their actors). When its patience runs out, or
+    Ctrl-C comes while it waits, the exception is kept in ``error`` and raised at the end of
+    Tune's step, which ends ``fit()``: raised from a trial's event instead, Tune would log a
+    traceback and count it as that trial's failure. The events of that step still go to the
+    Tracker, which keeps what it cannot send for a resumed search."""
 
     def __init__(self, tracker, state: SearchState):
         self.tracker, self.state = tracker, state
         self.error: BaseException | None = None
 
     def _send(self, method, *args, **kwargs) -> None:
-        if self.error is not None:
-            return
         try:
             method(*args, **kwargs)
         except Exception as err:
-            if self.tracker.unavailable:
-                self.error = err
-            raise
+            if not self.tracker.unavailable:
+                raise
+            self.error = self.error or err
+
+    def on_step_begin(self, iteration, trials, **info):
+        if self.error is not None:
+            raise self.error
+
+    def on_step_end(self, iteration, trials, **info):
+        if self.error is not None:
+            raise self.error
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._send(self.tracker.start_trial, job_of(trial))

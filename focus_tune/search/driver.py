@@ -297,9 +297,11 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
     try:
         tuner.fit()
     except Exception:
-        if mlflow_callback.error is not None:  # Tune wraps a callback's exception in a TuneError of its own
+        if mlflow_callback.error is not None:  # raised by it, or what followed in Tune
             raise mlflow_callback.error from None
         raise
+    if mlflow_callback.error is not None:
+        raise mlflow_callback.error
     INTERRUPT.check()  # an interrupted fit is not a measured one
     if searcher.error is not None:
         raise searcher.error
