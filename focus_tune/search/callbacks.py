@@ -16,29 +16,54 @@ from .storage import SearchState, checkpoint_uri
 
 
 class MLflowCallback(Callback):
-    """Each trial is a child run of the search's parent run (``tracking.Tracker``)."""
+    """Each trial is a child run of the search's parent run (``tracking.Tracker``).
+
+    While the tracking server is away the Tracker's calls wait (Tune's loop with them; the
+    trials wait at their next report, in their actors). When its patience runs out, or
+    Ctrl-C comes while it waits, the exception is kept in ``error`` and raised at the end of
+    Tune's step, which ends ``fit()``: raised from a trial's event instead, Tune would log a
+    traceback and count it as that trial's failure. The events of that step still go to the
+    Tracker, which keeps what it cannot send for a resumed search."""
 
     def __init__(self, tracker, state: SearchState):
         self.tracker, self.state = tracker, state
+        self.error: BaseException | None = None
+
+    def _send(self, method, *args, **kwargs) -> None:
+        try:
+            method(*args, **kwargs)
+        except Exception as err:
+            if not self.tracker.unavailable:
+                raise
+            self.error = self.error or err
+
+    def on_step_begin(self, iteration, trials, **info):
+        if self.error is not None:
+            raise self.error
+
+    def on_step_end(self, iteration, trials, **info):
+        if self.error is not None:
+            raise self.error
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self.tracker.start_trial(job_of(trial))
+        self._send(self.tracker.start_trial, job_of(trial))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        self.tracker.log_result(job_of(trial).trial_id, result)
+        self._send(self.tracker.log_result, job_of(trial).trial_id, result)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         tid = job_of(trial).trial_id
         if tid in self.state.results:  # else stopped by Ctrl-C: the driver marks it KILLED
             result = trial.last_result or {}
-            self.tracker.end_trial(tid, failed=self.state.results[tid] is None, reason=result.get("error"))
+            self._send(self.tracker.end_trial, tid, failed=self.state.results[tid] is None, reason=result.get("error"))
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # Tune restarts the trial from its last checkpoint; it stays this one child run.
-        self.tracker.note_retry(job_of(trial).trial_id, trial.run_metadata.num_failures, last_failure(trial))
+        self._send(self.tracker.note_retry, job_of(trial).trial_id, trial.run_metadata.num_failures,
+                   last_failure(trial))
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self.tracker.end_trial(job_of(trial).trial_id, failed=True, reason=str(trial.error_file))
+        self._send(self.tracker.end_trial, job_of(trial).trial_id, failed=True, reason=str(trial.error_file))
 
 
 class StateCallback(Callback):

@@ -119,12 +119,18 @@ def run(opts: SearchOptions, trainable=None) -> int:
         INTERRUPT.restore()
 
 
-def open_tracker(opts: SearchOptions, parent_run_id):
+UNSENT_FILE = "mlflow_unsent.json"  # trial records the tracking server never got (tracking.Tracker)
+
+
+def open_tracker(opts: SearchOptions, parent_run_id, folder: Path | None = None):
     from ..tracking import Tracker
 
     try:
         return Tracker(opts.tracking_uri, experiment=f"focus-tune/{opts.game}",
-                       run_name=f"search-{opts.profile}-seed{opts.seed}", parent_run_id=parent_run_id)
+                       run_name=f"search-{opts.profile}-seed{opts.seed}", parent_run_id=parent_run_id,
+                       unsent=folder / UNSENT_FILE if folder is not None else None)
+    except SearchError:
+        raise
     except Exception as err:  # MLflow raises many kinds for an unusable URI or store
         uri = opts.tracking_uri or "sqlite:///mlflow.db"
         raise SearchError(f"--tracking-uri {short(uri)[1:-1]}: cannot open the MLflow store "
@@ -142,7 +148,7 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
     state = SearchState.load(state_path) if resumed else SearchState(path=state_path, fingerprint=prep.fingerprint)
     if resumed:
         print(f"resuming: {sum(v is not None for v in state.results.values())} trials already done", flush=True)
-    tracker = open_tracker(opts, state.parent_run_id)
+    tracker = open_tracker(opts, state.parent_run_id, folder)
     new_parent, state.parent_run_id = state.parent_run_id is None, tracker.parent_run_id
     state.attempts += 1
     if resumed:  # trials of an earlier, dead driver on this cluster must have stopped first
@@ -161,6 +167,7 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
                                        **{f"train.{k}": v for k, v in cfg.to_dict()["train"].items()}})
         else:
             tracker.reopen()
+            tracker.send_unsent()
         tracker.log_dataset(m, prep.data_path)
         plan = SearchPlan(cfg.grid, length=m.length, seed=opts.seed, final_seeds=cfg.final_seeds,
                           joint_search=opts.joint_search, tie_se=cfg.train.tie_se, difference_se=state.difference_se)
@@ -174,18 +181,16 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
         progress and progress.close()
         state.save()
         reason = f"interrupted by {INTERRUPT.signal_name or 'SIGINT'}"
-        tracker.end_running_children("KILLED", reason)
-        tracker.finish(status="KILLED", reason=reason)
+        marked = end_runs(tracker, "KILLED", reason)
         done = sum(v is not None for v in state.results.values())
         print(f"interrupted: {done} finished trials saved in {state_path}; MLflow run {tracker.parent_run_id} "
-              f"is KILLED; continue with the same command and --resume", file=sys.stderr, flush=True)
+              f"{'is KILLED' if marked else 'left as it was (the server is unreachable)'}; continue with the same "
+              f"command and --resume", file=sys.stderr, flush=True)
         raise
     except BaseException as err:
         progress and progress.close()
-        reason = f"{type(err).__name__}: {err}"
-        tracker.end_running_children("FAILED", reason)
-        tracker.finish(status="FAILED", reason=reason)
-        if not state.results and not resumed:
+        end_runs(tracker, "FAILED", f"{type(err).__name__}: {err}")
+        if not state.results and not resumed and not tracker.unavailable:
             state_path.unlink(missing_ok=True)  # nothing done: a plain rerun starts afresh
             fsync_path(folder)
         else:
@@ -203,6 +208,23 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
           f"{'' if tracker.uri == tracking_uri(None) else '--tracking-uri ' + tracker.uri + ' '}IMAGE...")
     print(f"wall time {fmt_s(wall)}")
     return 0
+
+
+def end_runs(tracker, status: str, reason: str) -> bool:
+    """The parent run and its RUNNING children ended as ``status`` with ``reason``, unless the
+    tracking server is unreachable (the patience ran out: nothing more is sent, a resumed
+    search reopens them). Returns whether they were."""
+    from ..tracking import TrackingUnavailable
+
+    if tracker.unavailable:
+        return False
+    try:
+        tracker.end_running_children(status, reason)
+        tracker.finish(status=status, reason=reason)
+    except TrackingUnavailable as err:
+        print(f"the MLflow runs are left as they were: {err}", file=sys.stderr, flush=True)
+        return False
+    return True
 
 
 def joint_budget(opts: SearchOptions, plan: SearchPlan) -> int | None:
@@ -271,6 +293,7 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
     os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(slots or 1000)
     searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, optuna, handout)
     name = "search" if state.attempts == 1 else f"search-attempt{state.attempts}"
+    mlflow_callback = MLflowCallback(tracker, state)
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(trainable or run_trial, data=prep.splits),
                             {"cpu": cpus, "gpu": opts.gpus_per_trial}),
@@ -282,7 +305,7 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
         run_config=tune.RunConfig(
             name=name,
             storage_path=tune_storage(opts.storage, folder),
-            callbacks=[MLflowCallback(tracker, state), StateCallback(state, progress, on_full=searcher.stop_for)],
+            callbacks=[mlflow_callback, StateCallback(state, progress, on_full=searcher.stop_for)],
             failure_config=tune.FailureConfig(max_failures=opts.max_retries),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             stop=ray_runtime.interrupt_stopper(),
@@ -291,7 +314,14 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
     )
     ray_runtime.hide_reported_errors()
     t0 = time.time()
-    tuner.fit()
+    try:
+        tuner.fit()
+    except Exception:
+        if mlflow_callback.error is not None:  # raised by it, or what followed in Tune
+            raise mlflow_callback.error from None
+        raise
+    if mlflow_callback.error is not None:
+        raise mlflow_callback.error
     INTERRUPT.check()  # an interrupted fit is not a measured one
     if searcher.error is not None:
         raise searcher.error

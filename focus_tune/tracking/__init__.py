@@ -13,9 +13,10 @@ each stage's winner is tagged ``winner_of``.
 
 from .lineage import DATASET_CONTEXT, WINNER_TAG, context_tags, dataset_entity, manifest_digest
 from .models import ModelNotFound, default_input_example, download_model, fetch_model, model_signature
+from .outage import PATIENCE_ENV, TrackingUnavailable
 from .runs import Tracker
 from .store import tracking_uri, ui_command
 
-__all__ = ["DATASET_CONTEXT", "WINNER_TAG", "ModelNotFound", "Tracker", "context_tags",
+__all__ = ["DATASET_CONTEXT", "PATIENCE_ENV", "WINNER_TAG", "ModelNotFound", "Tracker", "TrackingUnavailable", "context_tags",
            "dataset_entity", "default_input_example", "download_model", "fetch_model", "manifest_digest",
            "model_signature", "tracking_uri", "ui_command"]

@@ -13,19 +13,31 @@ import mlflow
 from mlflow.entities import Dataset, DatasetInput, InputTag, LoggedModelOutput, Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from ..atomic import write_atomic
 from ..names import MODEL_JSON, MODEL_WEIGHTS
 from .lineage import DATASET_CONTEXT, WINNER_TAG, context_tags, dataset_entity
 from .models import _save_example, default_input_example, model_signature
+from .outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable, is_server
 from .store import _is_metric, tracking_uri
 
 
 class Tracker:
-    """The search's parent run and its children."""
+    """The search's parent run and its children.
 
-    def __init__(self, uri: str | None, experiment: str, run_name: str, parent_run_id: str | None = None):
+    With a tracking server, every call after the opening waits out an outage of the server
+    (``outage.PatientClient``; the opening itself fails at once, before the search starts).
+    ``unsent``: a file where the trial records that could not be sent when the patience ran
+    out are kept; :meth:`send_unsent` (a resumed search) sends them."""
+
+    def __init__(self, uri: str | None, experiment: str, run_name: str, parent_run_id: str | None = None,
+                 unsent: Path | None = None):
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "1")
         self.uri = tracking_uri(uri)
+        if is_server(self.uri):
+            for key, value in HTTP_DEFAULTS.items():
+                os.environ.setdefault(key, value)
         mlflow.set_tracking_uri(self.uri)
+        self.unsent = Path(unsent) if unsent is not None else None
         self.client = MlflowClient(self.uri)
         exp = self.client.get_experiment_by_name(experiment)
         self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
@@ -36,11 +48,37 @@ class Tracker:
         self.parent_run_id = parent_run_id
         self.dataset: Dataset | None = None  # set by log_dataset; an input of every child run
         self._children: dict[str, str] = {r.data.tags["trial_id"]: r.info.run_id for r in self._child_runs()}
+        self.client = PatientClient(self.client, self.uri, enabled=is_server(self.uri))
 
-    def _child_runs(self):
-        return self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'", max_results=5000
-        )
+    @property
+    def unavailable(self) -> bool:
+        """The server stayed away longer than the patience: every MLflow call now fails at once."""
+        return self.client.failure is not None
+
+    def _child_runs(self, trial_id: str | None = None):
+        query = f"tags.mlflow.parentRunId = '{self.parent_run_id}'"
+        if trial_id is not None:
+            query += f" and tags.trial_id = '{trial_id}'"
+        return self.client.search_runs([self.experiment_id], filter_string=query, max_results=5000)
+
+    # -- what the patience did not get through -----------------------------------------------
+    def _keep_unsent(self, op: str, *args) -> None:
+        """Record a trial's record that the server never received (the patience ran out)."""
+        if self.unsent is None:
+            return
+        kept = json.loads(self.unsent.read_text()) if self.unsent.exists() else []
+        write_atomic(self.unsent, json.dumps([*kept, [op, *args]]))
+
+    def send_unsent(self) -> int:
+        """Send what :meth:`_keep_unsent` kept (a resumed search, the server back); returns how many."""
+        if self.unsent is None or not self.unsent.exists():
+            return 0
+        kept = json.loads(self.unsent.read_text())
+        for op, trial_id, *args in kept:
+            if trial_id in self._children:  # else its run was never created: the trial runs again
+                {"log_result": self.log_result, "end_trial": self.end_trial}[op](trial_id, *args)
+        self.unsent.unlink()
+        return len(kept)
 
     # -- dataset ---------------------------------------------------------------------------
     def log_dataset(self, manifest, path: str | os.PathLike) -> Dataset:
@@ -72,7 +110,9 @@ class Tracker:
             }
             if spec.source_trial:
                 tags["source_trial"] = spec.source_trial
-            run_id = self.client.create_run(self.experiment_id, run_name=spec.trial_id, tags=tags).info.run_id
+            # a retry must not make a second run: one that reached the server before its answer was lost counts
+            run_id = self.client.call(self.client.raw.create_run, self.experiment_id, run_name=spec.trial_id, tags=tags,
+                                      found=lambda: next(iter(self._child_runs(spec.trial_id)), None)).info.run_id
             params = {"schedule": str(spec.schedule), **spec.params}
             params.update({f"train.{k}": v for k, v in dataclasses.asdict(job.train).items()})
             self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
@@ -88,8 +128,13 @@ class Tracker:
         step = int(result.get("epoch", 0))
         ts = int(result.get("timestamp", 0) * 1000)
         metrics = [Metric(k, float(v), ts, step) for k, v in result.items() if _is_metric(k, v)]
-        if metrics:
-            self.client.log_batch(run_id, metrics=metrics)
+        if metrics:  # explicit timestamps and steps: a retry that reached the server twice adds nothing
+            try:
+                self.client.log_batch(run_id, metrics=metrics)
+            except TrackingUnavailable:
+                self._keep_unsent("log_result", trial_id, {"epoch": step, "timestamp": ts / 1000,
+                                                           **{m.key: m.value for m in metrics}})
+                raise
 
     def note_retry(self, trial_id: str, failures: int, reason: str) -> None:
         """A trial that crashed and restarts from its last checkpoint stays one child run: its
@@ -100,9 +145,13 @@ class Tracker:
 
     def end_trial(self, trial_id: str, failed: bool, reason: str | None = None) -> None:
         run_id = self._children[trial_id]
-        if reason:
-            self.client.set_tag(run_id, "failure_reason", reason[:4000])
-        self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+        try:
+            if reason:
+                self.client.set_tag(run_id, "failure_reason", reason[:4000])
+            self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+        except TrackingUnavailable:
+            self._keep_unsent("end_trial", trial_id, failed, reason)
+            raise
 
     def tag_winner(self, trial_id: str, stage: str) -> None:
         """Mark the run of ``trial_id`` as the winner of ``stage``: tag ``winner_of`` on the
@@ -191,7 +240,8 @@ class Tracker:
             self.client.log_outputs(self.parent_run_id, [LoggedModelOutput(model.model_id, step=0)])
             self._log_model_metrics(model.model_id, metrics or {})
         except BaseException:
-            self.client.finalize_logged_model(model.model_id, "FAILED")
+            if not self.unavailable:
+                self.client.finalize_logged_model(model.model_id, "FAILED")
             raise
         self.client.finalize_logged_model(model.model_id, "READY")
         return model.model_id

@@ -1,0 +1,376 @@
+"""A tracking server (a real `mlflow server`, sqlite behind it, proxied artifacts) that goes
+away and comes back: a call made while it is down waits, says so on one line, and succeeds
+once it is back; a 4xx answer is not waited for; a server that stays away ends with
+TrackingUnavailable. The slow tests stop the server in the middle of a real search."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from smoke_search import GAME, RUN
+from test_tracking import dataset, job, manifest  # noqa: F401  (fixtures and a trial job)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`mlflow server` on 127.0.0.1 (one worker), its store and artifacts under ``root``; stop
+    and start it again on the same port and store."""
+
+    def __init__(self, root: Path):
+        self.root, self.port, self.proc = root, _free_port(), None
+        self.uri = f"http://127.0.0.1:{self.port}"
+        root.mkdir(parents=True, exist_ok=True)
+
+    def start(self, timeout: float = 120) -> None:
+        env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+        with open(self.root / "server.log", "a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+                 "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
+                 "--serve-artifacts", "--artifacts-destination", str(self.root / "artifacts")],
+                cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + timeout
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.uri}/health", timeout=2)
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    self.stop()
+                    pytest.fail("the server did not start: " + (self.root / "server.log").read_text()[-3000:])
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        except ProcessLookupError:
+            pass
+        self.proc = None
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = Server(tmp_path / "server")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_a_call_waits_for_the_server_and_a_4xx_is_not_retried(server, tmp_path, monkeypatch):
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from focus_tune.tracking.outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable
+
+    for key, value in HTTP_DEFAULTS.items():
+        monkeypatch.setenv(key, value)
+    out = io.StringIO()
+    client = PatientClient(MlflowClient(server.uri), server.uri, patience=120, out=out)
+    run_id = client.create_run(client.create_experiment("outage")).info.run_id
+    (tmp_path / "a.txt").write_text("kept")
+
+    # a bad parameter is an error at once, not an outage
+    t0 = time.time()
+    with pytest.raises(MlflowException):
+        client.get_run("no-such-run")
+    assert time.time() - t0 < 5 and out.getvalue() == ""
+
+    server.stop()
+    threading.Timer(8, server.start).start()  # back after 8 s (plus its start-up)
+    t0 = time.time()
+    client.log_metric(run_id, "val/ece", 0.5, timestamp=1000, step=1)  # waits
+    client.log_artifact(run_id, str(tmp_path / "a.txt"))  # proxied artifacts, right after
+    waited = time.time() - t0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"MLflow at {server.uri}: unreachable (ConnectionError); retrying for up to 2 min")
+    assert lines[1].startswith(f"MLflow at {server.uri}: reachable again after ")
+    assert waited >= 8
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "val/ece")] == [(1, 0.5)]
+    assert [a.path for a in client.list_artifacts(run_id)] == ["a.txt"]
+
+    # a server that stays away: TrackingUnavailable after the patience, then at once
+    server.stop()
+    client.patience = 3
+    t0 = time.time()
+    with pytest.raises(TrackingUnavailable, match=r"unreachable for \d+ s .*--resume"):
+        client.set_tag(run_id, "k", "v")
+    assert 3 <= time.time() - t0 < 15
+    t0 = time.time()
+    with pytest.raises(TrackingUnavailable):
+        client.set_tag(run_id, "k", "v")
+    assert time.time() - t0 < 1
+
+
+def test_a_run_created_before_its_answer_was_lost_is_not_created_twice(server, tmp_path):
+    """create_run is not idempotent: a retry first asks whether the earlier try made the run."""
+    from mlflow.tracking import MlflowClient
+
+    from focus_tune.tracking.outage import PatientClient
+
+    out = io.StringIO()
+    client = PatientClient(MlflowClient(server.uri), server.uri, patience=60, out=out)
+    exp = client.create_experiment("dup")
+    tries = []
+
+    def create_then_lose_the_answer():
+        run = client.raw.create_run(exp, tags={"trial_id": "t1"})
+        tries.append(run.info.run_id)
+        if len(tries) == 1:
+            raise ConnectionError("the answer was lost")
+        return run
+
+    def found():
+        runs = client.raw.search_runs([exp], filter_string="tags.trial_id = 't1'")
+        return runs[0] if runs else None
+
+    run = client.call(create_then_lose_the_answer, found=found)
+    assert tries == [run.info.run_id]
+    assert len(client.raw.search_runs([exp])) == 1
+    assert "unreachable (ConnectionError)" in out.getvalue()
+
+
+def test_what_the_patience_did_not_get_through_is_sent_on_resume(server, tmp_path, manifest):  # noqa: F811
+    """The trial records that met the end of the patience are kept in the run folder; the
+    Tracker of the resumed search sends them and the trial's run ends as it would have."""
+    from focus_tune.tracking import Tracker, TrackingUnavailable
+
+    unsent = tmp_path / "mlflow_unsent.json"
+    tracker = Tracker(server.uri, "outage", "search", unsent=unsent)
+    run_id = tracker.start_trial(job(manifest))
+    tid = job(manifest).trial_id
+    server.stop()
+    tracker.client.patience = 2
+    tracker.client.out = io.StringIO()
+    with pytest.raises(TrackingUnavailable):
+        tracker.log_result(tid, {"epoch": 3, "timestamp": 1700000000, "val/ece": 0.25, "train/loss": 1.5})
+    with pytest.raises(TrackingUnavailable):  # at once now
+        tracker.end_trial(tid, failed=False)
+    assert len(json.loads(unsent.read_text())) == 2
+    server.start()
+    again = Tracker(server.uri, "outage", "search", parent_run_id=tracker.parent_run_id, unsent=unsent)
+    assert again.send_unsent() == 2 and not unsent.exists()
+    run = again.client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics == {"val/ece": 0.25, "train/loss": 1.5}
+    assert [(m.step, m.timestamp) for m in again.client.get_metric_history(run_id, "val/ece")] == \
+        [(3, 1700000000000)]
+
+
+def test_ctrl_c_while_waiting_stops_the_waiting_for_good(monkeypatch):
+    """An interrupt while the server is away: Interrupted at once, and no later call waits
+    (the driver then leaves the runs as they were)."""
+    from mlflow.tracking import MlflowClient
+
+    from focus_tune.interrupt import INTERRUPT, Interrupted
+    from focus_tune.tracking.outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable
+
+    for key, value in HTTP_DEFAULTS.items():
+        monkeypatch.setenv(key, value)
+    uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    client = PatientClient(MlflowClient(uri), uri, patience=600, out=io.StringIO())
+    threading.Timer(4, INTERRUPT.event.set).start()
+    t0 = time.time()
+    try:
+        with pytest.raises(Interrupted):
+            client.get_experiment_by_name("x")
+    finally:
+        INTERRUPT.event.clear()
+    assert time.time() - t0 < 15
+    with pytest.raises(TrackingUnavailable, match="interrupted"):
+        client.get_experiment_by_name("x")
+
+
+def test_what_counts_as_an_outage():
+    import requests
+    from mlflow.exceptions import MlflowException, RestException
+
+    from focus_tune.tracking.outage import outage_cause
+
+    def http_error(status):
+        response = requests.Response()
+        response.status_code = status
+        return requests.HTTPError("x", response=response)
+
+    def wrapped(err):  # how MLflow's http_request raises: an MlflowException in the except block
+        try:
+            raise err
+        except Exception:
+            try:
+                raise MlflowException("API request failed")
+            except MlflowException as outer:
+                return outer
+
+    assert outage_cause(wrapped(requests.ConnectionError("refused"))) == "ConnectionError"
+    assert outage_cause(wrapped(requests.ReadTimeout("slow"))) == "ReadTimeout"
+    assert outage_cause(wrapped(requests.exceptions.RetryError("503"))).startswith("RetryError")
+    assert outage_cause(http_error(503)) == "HTTP 503"
+    assert outage_cause(http_error(404)) is None
+    assert outage_cause(RestException({"error_code": "INVALID_PARAMETER_VALUE", "message": "bad"})) is None
+    assert outage_cause(ValueError("a bug")) is None
+
+
+# -- a real search ----------------------------------------------------------------------------
+
+def _search(work: Path, data: Path, uri: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "focus_tune.search", "--game", GAME, "--profile", "smoke", "--storage", "runs",
+           "--data-root", str(data), "--tracking-uri", uri, *extra]
+    return subprocess.Popen(cmd, cwd=work, env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _read_out(proc: subprocess.Popen, lines: list[str]) -> threading.Thread:
+    thread = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait_for_results(work: Path, proc: subprocess.Popen, count: int, timeout: float = 300) -> dict:
+    path, deadline = work / "runs" / RUN / "search_state.json", time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            state = json.loads(path.read_text())
+            if len(state.get("results", {})) >= count:
+                return state
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"no {count} finished trials (exit {proc.poll()})")
+
+
+def _check_mlflow(uri: str, work: Path) -> dict:
+    """One FINISHED child run per trial with its score, and every training trial with every
+    train/ and val/ metric at every epoch (the smoke profile validates each epoch); the parent
+    FINISHED, the models and the report logged."""
+    from mlflow.tracking import MlflowClient
+
+    state = json.loads((work / "runs" / RUN / "search_state.json").read_text())
+    client = MlflowClient(uri)
+    parent = client.get_run(state["parent_run_id"])
+    assert parent.info.status == "FINISHED"
+    children = client.search_runs([parent.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'", max_results=1000)
+    by_trial: dict[str, list] = {}
+    for run in children:
+        by_trial.setdefault(run.data.tags["trial_id"], []).append(run)
+    assert set(by_trial) == set(state["results"]), "a trial without a run, or a run without a trial"
+    assert all(len(runs) == 1 for runs in by_trial.values()), "a duplicate child run"
+    trained = {tid: run for tid, (run,) in by_trial.items() if "source_trial" not in run.data.tags}
+    keys = {k for run in trained.values() for k in run.data.metrics if k.startswith(("train/", "val/"))}
+    assert "train/loss" in keys and "val/ece" in keys, keys
+    steps = {}
+    for tid, (run,) in by_trial.items():
+        assert run.info.status == "FINISHED", (tid, run.info.status)
+        if tid in trained:
+            for key in keys:
+                steps[tid, key] = {int(m.step) for m in client.get_metric_history(run.info.run_id, key)}
+        score = state["results"][tid]
+        assert any(v == pytest.approx(score) for k, v in run.data.metrics.items() if k.startswith("val/")), tid
+    epochs = max((max(v) for v in steps.values() if v), default=0)
+    missing = {k: v for k, v in steps.items() if v != set(range(1, epochs + 1))}
+    assert not missing, missing
+    models = client.search_logged_models([parent.info.experiment_id],
+                                         filter_string=f"source_run_id = '{parent.info.run_id}'")
+    assert sorted(m.name for m in models if m.status.name == "READY") == \
+        ["model-constant", "model-none", "model-time-dependent"]
+    assert "report" in [a.path for a in client.list_artifacts(parent.info.run_id)]
+    return state
+
+
+@pytest.fixture(scope="module")
+def smoke_data(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    subprocess.run([sys.executable, "-m", "focus_tune.data", "build", "--game", GAME, "--profile", "smoke",
+                    "--out", str(root / RUN)], check=True, capture_output=True, timeout=300)
+    return root
+
+
+@pytest.mark.slow
+def test_search_survives_a_server_outage(tmp_path, smoke_data):
+    """The server stopped for ~35 s once trials have finished: the search waits and ends with
+    every trial scored and everything in MLflow, once."""
+    server = Server(tmp_path / "server")
+    server.start()
+    work = tmp_path / "work"
+    work.mkdir()
+    proc, lines = _search(work, smoke_data, server.uri), []
+    reader = _read_out(proc, lines)
+    try:
+        _wait_for_results(work, proc, 2)
+        server.stop()
+        t_stop = time.time()
+        time.sleep(35)
+        server.start()
+        print(f"server down for {time.time() - t_stop:.0f} s")
+        proc.wait(timeout=400)
+        reader.join(5)
+        out = "".join(lines)
+        print("".join(line for line in lines if line.startswith("MLflow at ")))
+        assert proc.returncode == 0, out[-4000:]
+        assert f"MLflow at {server.uri}: unreachable (" in out, out[-4000:]
+        assert f"MLflow at {server.uri}: reachable again after " in out
+        state = _check_mlflow(server.uri, work)
+        assert state["results"] and all(v is not None for v in state["results"].values()), state["results"]
+    finally:
+        proc.kill()
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_server_that_stays_away_ends_the_search_resumably(tmp_path, smoke_data):
+    """Patience 5 s: exit 2 with one error line, the state kept; --resume with the server back
+    finishes with complete MLflow data."""
+    server = Server(tmp_path / "server")
+    server.start()
+    work = tmp_path / "work"
+    work.mkdir()
+    proc, lines = _search(work, smoke_data, server.uri, env={"FOCUS_TUNE_TRACKING_PATIENCE_S": "5"}), []
+    reader = _read_out(proc, lines)
+    try:
+        _wait_for_results(work, proc, 2)
+        server.stop()
+        proc.wait(timeout=120)
+        reader.join(5)
+        out = "".join(lines)
+        print(out[-1500:])
+        assert proc.returncode == 2, out[-4000:]
+        assert "Traceback" not in out, out[-4000:]
+        assert "retrying for up to 5 s" in out
+        errors = [line for line in out.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and "unreachable for" in errors[0] and "--resume" in errors[0], out[-3000:]
+        assert (work / "runs" / RUN / "search_state.json").exists()
+        unsent = work / "runs" / RUN / "mlflow_unsent.json"
+        print(f"kept for --resume: {unsent.read_text() if unsent.exists() else 'nothing'}"[:300])
+        server.start()
+        resumed = _search(work, smoke_data, server.uri, "--resume")
+        out, _ = resumed.communicate(timeout=400)
+        assert resumed.returncode == 0, out[-4000:]
+        assert not unsent.exists()
+        state = _check_mlflow(server.uri, work)
+        assert all(v is not None for v in state["results"].values()), state["results"]
+    finally:
+        proc.kill()
+        server.stop()
