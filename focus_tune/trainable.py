@@ -105,7 +105,7 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
             tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
         return
 
-    start, resumed, last_val = 0, False, {}
+    start, resumed = 0, False
     checkpoint = tune.get_checkpoint()
     if checkpoint is None and job.resume_from:
         checkpoint = tune.Checkpoint(job.resume_from)
@@ -115,10 +115,38 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
         if state["optimizer"] is not None:
             optimizer.load_state_dict(state["optimizer"])
         generator.set_state(state["generator"])
-        start, resumed, last_val = state["epoch"], True, state["metrics"]
+        start, resumed = state["epoch"], True
 
     train_split = DeviceSplit.from_arrays(data.train, device)
     val_split = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
+
+    def evaluate_and_report(epoch: int, result: dict) -> None:
+        """Validate (deterministic: a fresh generator per epoch), checkpoint and report."""
+        t0 = time.perf_counter()
+        val = evaluate(model, val_split, train.num_samples, generator=_eval_gen(job.spec.seed, epoch),
+                       per_entry=True, **common)
+        val.pop("per_entry")
+        probs = val.pop("probs")
+        last_val = {f"val/{k.removeprefix('marginal/')}": v for k, v in val.items() if k.startswith("marginal/")}
+        result.update(last_val)
+        final = epoch == train.epochs
+        result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
+        if final and not job.evaluate_test:  # the evaluation a stage decides by (finals decide nothing)
+            result[INFLUENCE_KEY] = encode_influence(item_influence(
+                probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins))
+        result["time/eval_s"] = time.perf_counter() - t0
+        with tempfile.TemporaryDirectory() as d:
+            save_checkpoint(d, model, optimizer, epoch, generator, last_val, with_optimizer=not final)
+            if final and job.evaluate_test:
+                result.update(_test_metrics(model, data, job, common, device, d))
+            tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
+
+    if start >= train.epochs:
+        # Its last checkpoint was saved but its result never recorded (the driver stopped in
+        # between): the same final evaluation again, which gives the same numbers, instead of
+        # a trial that reports nothing and would be handed out again and again.
+        evaluate_and_report(train.epochs, {"epoch": train.epochs, "node_id": ray.get_runtime_context().get_node_id()})
+        return
     for epoch in range(start + 1, train.epochs + 1):
         if on_epoch is not None:
             on_epoch(job, epoch, model, resumed)
@@ -134,26 +162,7 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
         result["epoch"] = epoch
         result["node_id"] = ray.get_runtime_context().get_node_id()  # where it ran (multi-node checks)
         if epoch % train.eval_every == 0 or epoch == train.epochs:
-            t0 = time.perf_counter()
-            # A fresh generator per evaluation: the estimate does not depend on a resume.
-            val = evaluate(model, val_split, train.num_samples, generator=_eval_gen(job.spec.seed, epoch),
-                           per_entry=True, **common)
-            val.pop("per_entry")
-            probs = val.pop("probs")
-            last_val = {f"val/{k.removeprefix('marginal/')}": v for k, v in val.items()
-                        if k.startswith("marginal/")}
-            result.update(last_val)
-            final = epoch == train.epochs
-            result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
-            if final and not job.evaluate_test:  # the evaluation a stage decides by (finals decide nothing)
-                result[INFLUENCE_KEY] = encode_influence(item_influence(
-                    probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins))
-            result["time/eval_s"] = time.perf_counter() - t0
-            with tempfile.TemporaryDirectory() as d:
-                save_checkpoint(d, model, optimizer, epoch, generator, last_val, with_optimizer=not final)
-                if final and job.evaluate_test:
-                    result.update(_test_metrics(model, data, job, common, device, d))
-                tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
+            evaluate_and_report(epoch, result)
         else:
             tune.report(result)
 
