@@ -14,7 +14,7 @@ import os
 import sys
 
 FAULTS = json.loads(os.environ.get("FOCUS_TUNE_TEST_FAULTS", "{}"))
-SLOW_S = 15.0
+SLOW_S = float(os.environ.get("FOCUS_TUNE_TEST_SLOW_S", "15"))  # a test may shorten it
 
 
 def inject(job, epoch, model, resumed):

@@ -77,6 +77,16 @@ def test_the_autoscaler_adds_the_gpu_nodes_the_queued_trials_need(autoscaled):
     assert state["slots"] == MAX_NODES
 
 
+def test_each_trial_is_one_finished_mlflow_run(autoscaled):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{autoscaled['root'] / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name(f"focus-tune/{GAME}").experiment_id], max_results=500)
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert sorted(r.data.tags["trial_id"] for r in children) == sorted(autoscaled["state"]["results"])
+    assert all(r.info.status == "FINISHED" for r in runs) and len(runs) == len(children) + 1
+
+
 def test_idle_nodes_are_released_after_the_search(autoscaled):
     assert len(autoscaled["alive"]) == 1, autoscaled["alive"]  # the head only
     assert autoscaled["alive"][0]["Resources"].get("GPU", 0) == 0

@@ -132,33 +132,33 @@ def _search(work: Path, data_root: Path, *extra: str, **popen) -> subprocess.Pop
                             env=dict(os.environ, PYTHONUNBUFFERED="1"), **popen)
 
 
-@pytest.mark.slow
 def test_a_second_search_on_the_same_folder_is_refused_at_once(tmp_path):
+    """The CLI against a run folder whose lock a live process holds (this test; a running
+    search holds it the same way: test_reliability's Ctrl-C test sees it there): refused at
+    once, with or without --resume, before the dataset, Ray or MLflow; a dry run goes through."""
     data_root = tmp_path / "data"
-    first = _search(tmp_path, data_root)
-    lock = tmp_path / "runs" / "facemed-smoke-seed0" / LOCK_FILE
-    deadline = time.time() + 300
-    while not lock.exists():
-        assert first.poll() is None and time.time() < deadline, first.communicate()
-        time.sleep(0.2)
-    holder = json.loads(lock.read_text())
-    for extra in ([], ["--resume"]):
+    folder = tmp_path / "runs" / "facemed-smoke-seed0"
+    folder.mkdir(parents=True)
+    held = SearchLock(folder, command="the first search").acquire()
+    try:
+        holder = json.loads((folder / LOCK_FILE).read_text())
         t0 = time.time()
-        second = _search(tmp_path, data_root, *extra)
-        out, err = second.communicate(timeout=120)
-        seconds = time.time() - t0
-        assert second.returncode == 2, (out, err)
-        err = err.strip()
-        assert len(err.splitlines()) == 1 and err.startswith("error: another search is running in "), err
-        for word in (str(lock.parent), f"pid {holder['pid']}", f"host {holder['host']}", holder["started"],
-                     "--resume"):
-            assert word in err, (word, err)
-        assert "already exists" not in err
-        assert seconds < 15, seconds  # a Python start and the imports; no Ray, no MLflow
-        print(f"refused in {seconds:.1f} s {extra}")
-    dry = _search(tmp_path, data_root, "--dry-run")  # a dry run takes no lock
-    assert dry.wait(timeout=120) == 0, dry.communicate()
-    out, err = first.communicate(timeout=600)
-    assert first.returncode == 0, out[-3000:] + err[-3000:]
-    assert "chosen time-dependent schedule" in out
-    assert not lock.exists()
+        seconds_of = {}
+        seconds = [_search(tmp_path, data_root, *extra) for extra in ([], ["--resume"])]
+        for extra, second in zip(([], ["--resume"]), seconds):
+            out, err = second.communicate(timeout=120)
+            seconds_of[" ".join(extra) or "plain"] = time.time() - t0
+            assert second.returncode == 2, (out, err)
+            err = err.strip()
+            assert len(err.splitlines()) == 1 and err.startswith("error: another search is running in "), err
+            for word in (str(folder), f"pid {holder['pid']}", f"host {holder['host']}", holder["started"], "--resume"):
+                assert word in err, (word, err)
+            assert "already exists" not in err
+        assert max(seconds_of.values()) < 15, seconds_of  # a Python start and the imports; no Ray, no MLflow
+        assert not data_root.exists() and not (tmp_path / "mlflow.db").exists()
+        print(f"refused in {seconds_of}")
+        dry = _search(tmp_path, data_root, "--dry-run")  # a dry run takes no lock
+        assert dry.wait(timeout=120) == 0, dry.communicate()
+    finally:
+        held.release()
+    assert not (folder / LOCK_FILE).exists()

@@ -68,7 +68,7 @@ def search(cluster):
     code = f"import ray; ray.init(address={cluster.address!r}, logging_level='ERROR'); print('CONNECTED')"
     intruder = subprocess.Popen([sys.executable, "-c", code], env=dict(cluster.full_env(), RAY_AUTH_TOKEN_PATH=str(bad)),
                                 cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    # The two stage-1 trials are slowed (tests/fault_search.py) so that they must run at the
+    # The two stage-1 trials are slowed by 8 s (tests/fault_search.py) so that they must run at the
     # same time, one per node: smoke trials otherwise finish in under a second, and Tune
     # hands the next one to the warm actor that just finished rather than start another.
     faults = {"stage1-l0.01-s0": "slow", "stage1-l0.05-s0": "slow"}
@@ -78,7 +78,7 @@ def search(cluster):
            "--cpus-per-trial", "1"]
     try:
         t0 = time.time()
-        proc = subprocess.run(cmd, cwd=root, env=dict(cluster.full_env(), PYTHONUNBUFFERED="1",
+        proc = subprocess.run(cmd, cwd=root, env=dict(cluster.full_env(), PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_SLOW_S="8",
                                                       FOCUS_TUNE_TEST_FAULTS=json.dumps(faults)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=480)
         seconds = time.time() - t0
@@ -179,7 +179,8 @@ def disturbed(cluster, search):
     cmd = [sys.executable, str(ROOT / "tests" / "fault_search.py"), "--game", GAME, "--profile", "smoke",
            "--address", cluster.address, "--storage", str(storage), "--tracking-uri", f"sqlite:///{db}",
            "--data-root", str(root / "data"), "--cpus-per-trial", "1"]
-    env = dict(cluster.full_env(), PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_FAULTS=json.dumps(DISTURBED))
+    env = dict(cluster.full_env(), PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_SLOW_S="8",
+               FOCUS_TUNE_TEST_FAULTS=json.dumps(DISTURBED))
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _wait_until(proc, "two running stage-1 trials", lambda: _running(folder, ["stage1-l0.01-s0", "stage1-l0.05-s0"]))

@@ -209,10 +209,13 @@ def test_local_ray_requires_its_token(tmp_path):
             # a request without the token itself.
             assert r["address"] in ("127.0.0.1", "::1") or r["auth"] == "token" or _http_refused(r), r
         assert {"gcs_server" in r["name"] for r in rows} >= {True}, rows
-        for client_env in (env, dict(env, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="0" * 64)):
-            knock = subprocess.run([sys.executable, "-c", KNOCK, lines["GCS"]], cwd=tmp_path, env=client_env,
-                                   capture_output=True, text=True, timeout=120)
-            assert "REFUSED" in knock.stdout and "ACCEPTED" not in knock.stdout, knock.stdout + knock.stderr[-2000:]
+        # Both knocks at once: each is refused only after Ray's ~20 s of connection retries.
+        knocks = [subprocess.Popen([sys.executable, "-c", KNOCK, lines["GCS"]], cwd=tmp_path, env=client_env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                  for client_env in (env, dict(env, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="0" * 64))]
+        for knock in knocks:
+            out, err = knock.communicate(timeout=120)
+            assert "REFUSED" in out and "ACCEPTED" not in out, out + err[-2000:]
     finally:
         proc.stdin.close()
         proc.wait(timeout=120)
@@ -243,6 +246,8 @@ def test_ctrl_c_stops_saves_marks_killed_and_resume_continues(tmp_path, smoke_da
             break
     else:
         pytest.fail("".join(seen)[-3000:])
+    lock = tmp_path / "runs" / RUN / "search.lock"
+    assert json.loads(lock.read_text())["pid"] == proc.pid  # the running search holds its folder
     t0 = time.time()
     proc.send_signal(signal.SIGINT)
     out = proc.communicate(timeout=120)[0]
@@ -252,6 +257,7 @@ def test_ctrl_c_stops_saves_marks_killed_and_resume_continues(tmp_path, smoke_da
     first = "[stage1] stage1-l0.01-s0: training"
     assert out.count(first) == 0 and "".join(seen).count(first) == 1, "no trial was handed out again"
     assert "continue with the same command and --resume" in out
+    assert not lock.exists()  # released on Ctrl-C
     saved = json.loads(state.read_text())
     assert len([v for v in saved["results"].values() if v is not None]) >= 1 and saved["fit_seconds"] == []
     parents, client, exp = _parent_runs(tmp_path)

@@ -71,12 +71,20 @@ class Server:
         self.proc = None
 
 
-@pytest.fixture
-def server(tmp_path):
-    srv = Server(tmp_path / "server")
-    srv.start()
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One server for the tests below (a start costs ~7 s here); each test may stop it."""
+    srv = Server(tmp_path_factory.mktemp("server"))
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def server(shared_server):
+    """The shared server, running when the test begins (an earlier test may have left it stopped)."""
+    if shared_server.proc is None:
+        shared_server.start()
+    return shared_server
 
 
 def test_a_call_waits_for_the_server_and_a_4xx_is_not_retried(server, tmp_path, monkeypatch):
@@ -310,7 +318,7 @@ def smoke_data(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_search_survives_a_server_outage(tmp_path, smoke_data):
-    """The server stopped for ~35 s once trials have finished: the search waits and ends with
+    """The server stopped for ~30 s once trials have finished: the search waits and ends with
     every trial scored and everything in MLflow, once."""
     server = Server(tmp_path / "server")
     server.start()
@@ -322,7 +330,7 @@ def test_search_survives_a_server_outage(tmp_path, smoke_data):
         _wait_for_results(work, proc, 2)
         server.stop()
         t_stop = time.time()
-        time.sleep(35)
+        time.sleep(28)  # with the stop, about 30 s down
         server.start()
         print(f"server down for {time.time() - t_stop:.0f} s")
         proc.wait(timeout=400)
