@@ -236,7 +236,8 @@ def test_a_lost_worker_node_costs_one_retry_from_the_checkpoint(disturbed):
 def test_a_killed_driver_resumes_on_the_cluster_without_retraining(disturbed):
     before, folder = disturbed["before"], disturbed["folder"]
     done = set(before["results"])
-    assert len(done) >= 4 and f"resuming: {len(done)} trials already done" in disturbed["out"]
+    # Both stage-1 trials and at least one baseline had finished (stage 2 waits for stage 1).
+    assert len(done) >= 3 and f"resuming: {len(done)} trials already done" in disturbed["out"]
     # Ray stopped the dead driver's trials (their actors shared its fate) before the resume.
     assert disturbed["live"] == 0
     # Nothing finished before the kill was trained again: the resumed Tune experiment holds

@@ -151,8 +151,12 @@ def age_posterior(looks: np.ndarray, grid: int = 241, chunk: int = 256) -> np.nd
         look = looks[a:a + chunk, None, None]  # (n, 1, 1)
         z = (look - scaled[None]) / APPARENT_SD  # (n, A, G)
         density = np.exp(-0.5 * z ** 2) / (APPARENT_SD * np.sqrt(2 * np.pi))
-        density = np.where(look <= 0, ndtr(z), np.where(look >= APPARENT_MAX, ndtr(-z), density))
-        out[a:a + chunk] = (density * w).sum(axis=2) * AGE_WEIGHTS[None, :]
+        low, high = look[:, 0, 0] <= 0, look[:, 0, 0] >= APPARENT_MAX  # clipped looks: the clip's mass
+        if low.any():
+            density[low] = ndtr(z[low])
+        if high.any():
+            density[high] = ndtr(-z[high])
+        out[a:a + chunk] = (density @ w) * AGE_WEIGHTS[None, :]
     total = out.sum(axis=1, keepdims=True)
     if (total <= 0).any():
         raise ValueError("an apparent age has zero likelihood under every true age")
