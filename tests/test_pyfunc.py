@@ -74,7 +74,10 @@ def _free_port() -> int:
 def test_mlflow_models_serve_answers_with_the_same_numbers(logged, tracker, tmp_path):  # noqa: F811
     uri, images = logged
     port = _free_port()
-    env = dict(os.environ, MLFLOW_TRACKING_URI=tracker.uri)
+    # MLflow starts the scoring server as `uvicorn` from PATH: this interpreter's scripts
+    # first, so that the test does not depend on an activated virtualenv.
+    env = dict(os.environ, MLFLOW_TRACKING_URI=tracker.uri,
+               PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
     server = subprocess.Popen([sys.executable, "-m", "mlflow", "models", "serve", "-m", uri, "--env-manager", "local",
                                "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
