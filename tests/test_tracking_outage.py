@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from focus_tune.search.driver import UNSENT_FILE
 from smoke_search import GAME, RUN
 from test_tracking import dataset, job, manifest  # noqa: F401  (fixtures and a trial job)
 
@@ -166,7 +167,7 @@ def test_what_the_patience_did_not_get_through_is_sent_on_resume(server, tmp_pat
     Tracker of the resumed search sends them and the trial's run ends as it would have."""
     from focus_tune.tracking import Tracker, TrackingUnavailable
 
-    unsent = tmp_path / "mlflow_unsent.json"
+    unsent = tmp_path / UNSENT_FILE
     tracker = Tracker(server.uri, "outage", "search", unsent=unsent)
     run_id = tracker.start_trial(job(manifest))
     tid = job(manifest).trial_id
@@ -370,7 +371,7 @@ def test_a_server_that_stays_away_ends_the_search_resumably(tmp_path, smoke_data
         errors = [line for line in out.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and "unreachable for" in errors[0] and "--resume" in errors[0], out[-3000:]
         assert (work / "runs" / RUN / "search_state.json").exists()
-        unsent = work / "runs" / RUN / "mlflow_unsent.json"
+        unsent = work / "runs" / RUN / UNSENT_FILE
         print(f"kept for --resume: {unsent.read_text() if unsent.exists() else 'nothing'}"[:300])
         server.start()
         resumed = _search(work, smoke_data, server.uri, "--resume")

@@ -108,7 +108,7 @@ def run(opts: SearchOptions, trainable=None) -> int:
         finally:
             ray.shutdown()
     except BaseException as err:
-        lock.release()
+        lock.release()  # before the folders it lives in are removed
         for made in created:
             remove_if_empty(made)
         if isinstance(err, Exception) and not isinstance(err, SearchError) and disk_full(err) is not None:
@@ -122,13 +122,13 @@ def run(opts: SearchOptions, trainable=None) -> int:
 UNSENT_FILE = "mlflow_unsent.json"  # trial records the tracking server never got (tracking.Tracker)
 
 
-def open_tracker(opts: SearchOptions, parent_run_id, folder: Path | None = None):
+def open_tracker(opts: SearchOptions, parent_run_id, folder: Path):
     from ..tracking import Tracker
 
     try:
         return Tracker(opts.tracking_uri, experiment=f"focus-tune/{opts.game}",
                        run_name=f"search-{opts.profile}-seed{opts.seed}", parent_run_id=parent_run_id,
-                       unsent=folder / UNSENT_FILE if folder is not None else None)
+                       unsent=folder / UNSENT_FILE)
     except SearchError:
         raise
     except Exception as err:  # MLflow raises many kinds for an unusable URI or store

@@ -28,6 +28,7 @@ How:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -88,8 +89,8 @@ class Holder:
                 os.kill(self.pid, 0)
             except ProcessLookupError:
                 return False
-            except OSError:
-                pass  # another user's process
+            except PermissionError:
+                return True  # it runs, as another user
             return True
         now = _pid_start(self.pid)
         return bool(now) and (not self.pid_start or now == self.pid_start)
@@ -164,12 +165,11 @@ class SearchLock:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.holder, self._thread = None, None
-        try:
+        # Gone already (taken over as stale), or the folder unreachable: nothing to undo then.
+        with contextlib.suppress(OSError):
             if os.stat(self.path).st_ino == self._ino:
                 self.path.unlink()
                 fsync_path(self.folder)
-        except OSError:
-            pass  # gone already (taken over as stale), or the folder is unreachable: nothing to undo
 
     def __enter__(self) -> "SearchLock":
         return self.acquire()
@@ -232,10 +232,8 @@ class SearchLock:
         moved = os.stat(aside)
         if (moved.st_ino, moved.st_mtime_ns) != (judged.st_ino, judged.st_mtime_ns):
             # A fresh lock (of the contender that won) or a heartbeat since: put it back.
-            try:
+            with contextlib.suppress(FileExistsError):  # a third contender's lock is there: it holds
                 os.link(aside, self.path)
-            except FileExistsError:
-                pass
             aside.unlink(missing_ok=True)
             return False
         aside.unlink(missing_ok=True)
@@ -243,10 +241,8 @@ class SearchLock:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
-            try:
+            with contextlib.suppress(OSError):  # a full disk or a network hiccup: the next beat tries again
                 os.utime(self.path)
-            except OSError:
-                pass  # a full disk or a network hiccup: the next beat tries again
 
     def _read(self) -> str:
         try:

@@ -12,7 +12,7 @@ import uuid
 import warnings
 from pathlib import Path
 
-from .storage import SearchError
+from .storage import SearchError, is_uri
 
 
 def quiet() -> None:
@@ -43,12 +43,18 @@ def hide_reported_errors() -> None:
             logger.addFilter(_HideReported())
 
 
+def joins_cluster(opts) -> bool:
+    """Whether the search joins an existing Ray cluster (--address, or RAY_ADDRESS) rather
+    than starting a local Ray of its own."""
+    return bool(opts.address or os.environ.get("RAY_ADDRESS"))
+
+
 def secure_local_ray(opts) -> None:
     """A local Ray requires a token made for this search: its GCS, raylet and workers listen
     on every interface (Ray 2.60 has no loopback-only switch), and with token authentication
     a stranger who reaches those ports is refused. The token lives only in this process's
     environment (inherited by the Ray processes it starts); nothing is written to ~/.ray."""
-    if opts.address or os.environ.get("RAY_ADDRESS"):
+    if joins_cluster(opts):
         return  # a cluster's own authentication applies (cluster.yaml: token auth everywhere)
     if "ray._raylet" in sys.modules and os.environ.get("RAY_AUTH_MODE") != "token":
         return  # Ray was imported before (an embedding program): its auth mode is fixed already
@@ -99,7 +105,7 @@ def check_shared_storage(opts, folder) -> None:
     here is looked for by one zero-CPU task pinned to each node; a node that does not see it
     is named, with what the storage must be. A URI storage (s3://, gs://) is reached through
     pyarrow by every node and is not probed; nodes an autoscaler adds later are not either."""
-    if not (opts.address or os.environ.get("RAY_ADDRESS")) or "://" in opts.storage:
+    if not joins_cluster(opts) or is_uri(opts.storage):
         return
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
