@@ -37,6 +37,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from . import metrics, montecarlo
+from .names import TEMPERATURE_SCALED, TS_PREFIX
 from .train import (Estimates, condition_items, estimates_from_distributions, estimates_from_marginals,
                     estimates_from_samples, score, test_result)
 
@@ -44,9 +45,7 @@ IMAGE_BLIND = "image-blind"
 ORACLE = "oracle"
 IMAGE_BAYES = "image-Bayes"
 EXACT = "exact"
-TEMPERATURE_SCALED = "temperature-scaled"
 BASELINES = (TEMPERATURE_SCALED, IMAGE_BLIND, IMAGE_BAYES, ORACLE, EXACT)
-TS_PREFIX = f"test/{TEMPERATURE_SCALED}/"  # keys of the temperature-scaled metrics in a 'none' final's result
 
 
 # ----------------------------------------------------------------------------- temperature
@@ -55,7 +54,7 @@ TS_PREFIX = f"test/{TEMPERATURE_SCALED}/"  # keys of the temperature-scaled metr
 def split_temperature_scaled(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
     """Split the 'none' finals' results into their own rows and the temperature-scaled rows.
 
-    A 'none' final reports its temperature-scaled evaluation under ``test/temperature-scaled/...``
+    A 'none' final reports its temperature-scaled evaluation under ``temperature-scaled/test/...``
     (see the trainable); the report wants those as a family of their own, keyed ``test/...``.
     """
     own, scaled = [], []

@@ -13,6 +13,20 @@ FAMILY_STAGE = {"none": "none", "constant": "constant", "time-dependent": "joint
 SELECT_KEYS = {"ece": "ece", "ece_debiased": "ece_debiased_sq", "brier": "brier", "ce": "ce"}
 SELECT_NAMES = {"ece": "ECE", "ece_debiased": "debiased squared ECE", "brier": "Brier", "ce": "CE"}
 
+# The unregularized finals with one validated temperature, a reference row of the report. A
+# 'none' final reports its metrics under this prefix: a metric of a row other than the run's
+# own model is named <row>/<split>/<group>/<metric>, on a final's run as on the search's parent
+# run, so MLflow shows one naming scheme.
+TEMPERATURE_SCALED = "temperature-scaled"
+TS_PREFIX = f"{TEMPERATURE_SCALED}/test/"
+
+# The test metrics a user compares across searches: the parent run's metrics of each family
+# (its logged model's metrics too) and, fewer, of the reference rows; the rest of the report is
+# in its tables.
+HEADLINE_METRICS = ("marginal/ece", "marginal/ece_debiased", "marginal/ce", "marginal/auc", "interval/coverage",
+                    "interval/interval_score")
+REFERENCE_HEADLINE = ("marginal/ece", "marginal/ce", "interval/coverage")
+
 PROFILES = ("smoke", "quick", "paper")  # the search spaces' profiles (and the built-in data sizes)
 ENCODERS = ("resnet18", "small")  # image encoders of the simulator
 JOINT_SEARCHES = ("grid", "optuna")  # how the joint lambda_all x k2 stage is searched

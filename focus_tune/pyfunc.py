@@ -1,12 +1,13 @@
 """The final models as an MLflow ``python_function`` flavor, without pickle.
 
 A logged final model (``Tracker.log_model``) is its model folder (numpy weights + model.json)
-and an MLmodel whose ``python_function`` flavor names this module as its loader. So the usual
+and an MLmodel whose ``python_function`` flavor names this module as its loader, with the
+project's code (``code/focus_tune``) and its pinned requirements beside it. So the usual
 MLflow ways of using a model work, and nothing is unpickled:
 
     import mlflow
     model = mlflow.pyfunc.load_model("models:/<model id>")      # or models:/<name>@<alias>
-    out = model.predict({"images": images})                       # float32 [n, C, H, W], 0..255
+    out = model.predict({"images": images})                       # uint8 [n, C, H, W], pixels
     out = model.predict({"images": images}, params={"num_samples": 100, "seed": 1})
 
     mlflow models serve -m models:/<model id> --env-manager local --port 5001
@@ -16,8 +17,9 @@ MLflow ways of using a model work, and nothing is unpickled:
 ``predict`` returns, per image, the numbers ``python -m focus_tune.predict`` prints for it with
 the same settings (same seed, M, estimator): ``marginals`` [n, L, classes], the time-to-event
 ``lower``, ``upper``, ``median`` and ``mean`` [n] (entries 1..L; the interval at the level the
-search evaluated), and ``class_names``, ``event`` and ``alpha``. Pixel values are rounded to
-uint8, as the CLI reads images; the per-image generator is seeded from the pixels and
+search evaluated), and ``class_names``, ``event`` and ``alpha``. MLflow checks the
+signature's uint8 before this runs; called directly, any array of pixel values is rounded to
+uint8, as the CLI reads images. The per-image generator is seeded from the pixels and
 ``seed`` (``predict.image_seed``), so an image gets the same draws wherever it is in a batch.
 """
 

@@ -23,12 +23,11 @@ import torch
 from ray import tune
 
 from .atomic import disk_full
-from .baselines import TS_PREFIX
 from .data import evaluation_groups
 from .job import CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, Splits, TrialJob, encode_influence
 from .metrics import item_influence, sequence_ece
 from .model_io import build_model
-from .names import SELECT_KEYS
+from .names import SELECT_KEYS, TS_PREFIX
 from .temperature import GRID, TemperatureFit, choose_on_grid, live_mask, paired_bootstrap_se
 from .train import NonFiniteLoss, DeviceSplit, evaluate, seed_everything, test_result, train_one_epoch
 
@@ -95,11 +94,12 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
                   estimator=train.estimator)
 
     if job.source_checkpoint:
-        # A final that reuses the search trial trained with the same schedule and seed.
+        # A final that reuses the search trial trained with the same schedule and seed. Its
+        # training and validation metrics are that trial's (MLflow copies them into this run);
+        # it reports the test metrics only.
         state = load_checkpoint(tune.Checkpoint(job.source_checkpoint))
         model.load_state_dict(state["model"])
-        result = {"epoch": state["epoch"], **state["metrics"],
-                  "score": float(state["metrics"][f"val/{SELECT_KEYS[train.select_by]}"])}
+        result = {"epoch": state["epoch"], "score": float(state["metrics"][f"val/{SELECT_KEYS[train.select_by]}"])}
         with tempfile.TemporaryDirectory() as d:
             result.update(_test_metrics(model, data, job, common, device, d))
             tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
@@ -177,7 +177,7 @@ def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, fold
 
     Temperature scaling: one temperature chosen on the validation split (see
     :func:`_fit_temperature`), then the same evaluation of the test set with the tempered
-    model and the unscaled evaluation's uniforms (with T = 1, that evaluation itself), reported under ``test/temperature-scaled/...`` with ``temperature_pooled`` (the
+    model and the unscaled evaluation's uniforms (with T = 1, that evaluation itself), reported under ``temperature-scaled/test/...`` with ``temperature_pooled`` (the
     value used), ``temperature_at_bound`` (entries whose temperature is at the edge of the
     grid, where the optimum may lie beyond it), ``temperature_margin`` and ``_margin_se`` (the
     validation margin over T = 1 and its noise) and the grid's validation ECEs in the

@@ -31,8 +31,8 @@ TRAIN = Scoring(num_samples=50, ece_bins=10, alpha=0.9)
 
 
 def test_split_temperature_scaled_rows_by_hand():
-    rows = [{"seed": 0, "test/marginal/ece": 0.1, "test/temperature-scaled/marginal/ece": 0.05,
-             "test/temperature-scaled/per_entry": '{"a": 1}', "test_per_entry": "{}"},
+    rows = [{"seed": 0, "test/marginal/ece": 0.1, "temperature-scaled/test/marginal/ece": 0.05,
+             "temperature-scaled/test/per_entry": '{"a": 1}', "test_per_entry": "{}"},
             {"seed": 1, "test/marginal/ece": 0.2}]
     own, scaled = split_temperature_scaled(rows)
     assert own == [{"seed": 0, "test/marginal/ece": 0.1, "test_per_entry": "{}"}, rows[1]]
@@ -140,7 +140,7 @@ def test_facemed_oracle_follows_the_chain(facemed_smoke):
 
 
 def test_baseline_rows_on_a_dataset_with_truth(facemed_smoke):
-    finals = {"none": [{"seed": 3, "test/marginal/ece": 0.2, "test/temperature-scaled/marginal/ece": 0.1}]}
+    finals = {"none": [{"seed": 3, "test/marginal/ece": 0.2, "temperature-scaled/test/marginal/ece": 0.1}]}
     assert has_image_bayes(facemed_smoke.manifest, facemed_smoke.test)
     rows = with_baselines(finals, facemed_smoke, TRAIN, seeds=[3, 4])
     assert rows["none"] == [{"seed": 3, "test/marginal/ece": 0.2}]

@@ -26,7 +26,7 @@ from test_tracking import dataset, manifest, tracker  # noqa: F401
 @pytest.fixture
 def logged(tracker, manifest, dataset, tmp_path):  # noqa: F811
     model_id = tracker.log_model(_saved_model(tmp_path, manifest), "model-time-dependent")
-    images = load_dataset(dataset).test.images[:3].astype(np.float32)
+    images = load_dataset(dataset).test.images[:3]  # uint8, as datasets and image files hold pixels
     return f"models:/{model_id}", images
 
 
@@ -61,7 +61,7 @@ def test_pyfunc_rejects_images_of_another_shape(logged, tracker):  # noqa: F811
     uri, images = logged
     model = SimulatorModel(predict.load(uri, tracking_uri=tracker.uri))
     with pytest.raises(predict.PredictError, match=r"images \(2, 3, 5, 5\): expected \[n, "):
-        model.predict({"images": np.zeros((2, 3, 5, 5), np.float32)})
+        model.predict({"images": np.zeros((2, 3, 5, 5), np.uint8)})
 
 
 def _free_port() -> int:
@@ -118,7 +118,7 @@ def test_register_makes_a_version_per_family_with_its_alias(tracker, manifest, t
     mlflow.set_tracking_uri(tracker.uri)
     model = mlflow.pyfunc.load_model("models:/focus-facemed@time-dependent")
     c, h, w = manifest.image_shape
-    assert model.predict({"images": np.full((1, c, h, w), 128, np.float32)},
+    assert model.predict({"images": np.full((1, c, h, w), 128, np.uint8)},
                          params={"num_samples": 4})["marginals"].shape[0] == 1
     # a second search registers again: new versions, the aliases move
     assert tracker.register_model(ids["none"], "focus-facemed", "none") == 3

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from mlflow.artifacts import download_artifacts
 from mlflow.tracking import MlflowClient
 
 from smoke_search import GAME, RUN, cli, finish, state_of
@@ -71,11 +72,18 @@ def test_full_procedure_report_and_mlflow(uninterrupted):
     parents, kids = children(work)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert parents[0].data.params["chosen_schedule"].startswith("l1")
+    for key in ("image-blind/test/marginal/ce", "none/test/interval/interval_score"):  # headline metrics
+        assert key in parents[0].data.metrics, key
+    # every row's every test metric is in the parent's table (tests/test_mlflow_ui.py: what is a metric)
+    table = json.loads(Path(download_artifacts(run_id=parents[0].info.run_id, artifact_path="report/tables/test_metrics.json",
+                                               tracking_uri=f"sqlite:///{work / 'mlflow.db'}")).read_text())
+    keyed = {f"{row}/{metric}" for row, metric in
+             ((r[table["columns"].index("row")], r[table["columns"].index("metric")]) for r in table["data"])}
     for key in ("oracle/test/marginal/ece", "image-blind/test/marginal/ce", "temperature-scaled/test/marginal/ece",
                 "none/test/marginal/leak", "exact/test/marginal/ece_debiased", "none/test/interval/interval_score",
                 "temperature-scaled/test/temperature_pooled", "temperature-scaled/test/temperature_margin",
                 "exact/test/marginal/ece_debiased_sq_label_sd"):
-        assert key in parents[0].data.metrics, key
+        assert key in keyed, key
     kid_ids = sorted(k.data.tags["trial_id"] for k in kids)
     assert kid_ids == sorted(ids), "one child run per trial"
     for k in kids:

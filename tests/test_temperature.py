@@ -249,24 +249,24 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
     common = dict(event=event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing)
     out = _test_metrics(sim, Splits(split("train", 3), split("val", 1), split("test", 2)), job, common, "cpu", str(tmp_path))
 
-    t = out["test/temperature-scaled/temperature_pooled"]
+    t = out["temperature-scaled/test/temperature_pooled"]
     assert t in GRID and t <= 0.9  # the model is too unsure: the validation ECE asks for a cooler T
-    assert out["test/temperature-scaled/temperature_at_bound"] == (L if t in (min(GRID), max(GRID)) else 0)
-    assert out["test/temperature-scaled/temperature_mean"] == pytest.approx(t)
-    assert "test/temperature-scaled/marginal/ece" in out and "test/marginal/ece" in out
+    assert out["temperature-scaled/test/temperature_at_bound"] == (L if t in (min(GRID), max(GRID)) else 0)
+    assert out["temperature-scaled/test/temperature_mean"] == pytest.approx(t)
+    assert "temperature-scaled/test/marginal/ece" in out and "test/marginal/ece" in out
     with open(tmp_path / PER_ENTRY_FILE) as handle:
         files = json.load(handle)
-    grid = files["test/temperature-scaled/per_entry"]["temperature_grid"]
+    grid = files["temperature-scaled/test/per_entry"]["temperature_grid"]
     assert grid["T"] == list(GRID) and len(grid["val_ece"]) == len(GRID)
     assert min(grid["val_ece"]) == grid["val_ece"][list(GRID).index(t)]
-    margin, se = out["test/temperature-scaled/temperature_margin"], out["test/temperature-scaled/temperature_margin_se"]
+    margin, se = out["temperature-scaled/test/temperature_margin"], out["temperature-scaled/test/temperature_margin_se"]
     assert margin > 2 * se > 0  # the cooler T had to beat T = 1 by twice the noise of the difference
 
     # The chain itself (calibrated): no candidate beats T = 1 beyond the noise, so T = 1 stays
     # and the row repeats the unscaled one exactly (the same uniforms, the same model).
     calibrated = _test_metrics(chain_simulator(P=FAST), Splits(split("train", 3), split("val", 1), split("test", 2)), job,
                                common, "cpu", str(tmp_path))
-    assert calibrated["test/temperature-scaled/temperature_pooled"] == 1.0
-    assert calibrated["test/temperature-scaled/temperature_at_bound"] == 0
+    assert calibrated["temperature-scaled/test/temperature_pooled"] == 1.0
+    assert calibrated["temperature-scaled/test/temperature_at_bound"] == 0
     for key in ("marginal/ece", "marginal/ece_debiased", "marginal/ce", "interval/coverage", "interval/interval_score"):
-        assert calibrated[f"test/temperature-scaled/{key}"] == calibrated[f"test/{key}"]
+        assert calibrated[f"temperature-scaled/test/{key}"] == calibrated[f"test/{key}"]

@@ -156,14 +156,14 @@ def test_a_logged_model_has_a_signature_an_example_and_linked_test_metrics(track
     c, h, w = manifest.image_shape
     (images,) = info.signature.inputs.inputs
     (marginals,) = info.signature.outputs.inputs
-    assert (images.name, images.type, images.shape) == ("images", np.dtype("float32"), (-1, c, h, w))
+    assert (images.name, images.type, images.shape) == ("images", np.dtype("uint8"), (-1, c, h, w))
     assert (marginals.name, marginals.type, marginals.shape) == \
         ("marginals", np.dtype("float32"), (-1, manifest.length, manifest.num_classes))
     assert info.saved_input_example_info["type"] == "ndarray"
     downloaded = download_model(uri)
     example = mlflow.models.Model.load(str(downloaded)).load_input_example(str(downloaded))
     assert list(example) == ["images"], "the example is named as the signature's input"
-    assert example["images"].shape == (1, c, h, w) and example["images"].dtype == np.float32
+    assert example["images"].shape == (1, c, h, w) and example["images"].dtype == np.uint8
     assert info.model_id == model_id and "focus_tune" in info.flavors
 
     logged = tracker.client.get_logged_model(model_id)

@@ -57,6 +57,9 @@ class MLflowCallback(Callback):
             result = trial.last_result or {}
             self._send(self.tracker.end_trial, tid, failed=self.state.results[tid] is None, reason=result.get("error"))
 
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        self._send(self.tracker.note_checkpoint, job_of(trial).trial_id, checkpoint_uri(checkpoint))
+
     def on_trial_recover(self, iteration, trials, trial, **info):
         # Tune restarts the trial from its last checkpoint; it stays this one child run.
         self._send(self.tracker.note_retry, job_of(trial).trial_id, trial.run_metadata.num_failures,

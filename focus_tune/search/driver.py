@@ -156,13 +156,13 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
     state.drivers.append(ray_runtime.driver_record(state.attempts))
     state.save()
     print(f"MLflow: experiment focus-tune/{opts.game}, run {tracker.parent_run_id} | watch it: "
-          f"{ui_command(tracker.uri)}", flush=True)
+          f"{ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
     progress = None
     try:
         if new_parent:
             tracker.log_search(params={"game": opts.game, "profile": opts.profile, "seed": opts.seed,
                                        "joint_search": opts.joint_search, "joint_budget": opts.joint_budget,
-                                       "data": str(prep.data_path),
+                                       "data": str(prep.data_path), "run_folder": str(folder.resolve()),
                                        **{f"grid.{k}": v for k, v in cfg.to_dict()["grid"].items()},
                                        **{f"train.{k}": v for k, v in cfg.to_dict()["train"].items()}})
         else:
@@ -199,11 +199,11 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
         raise
     progress.close()
     wall = time.time() - t_start
-    tracker.log_search(metrics={**report.summary, "search/wall_s": wall})
+    tracker.log_search(metrics={"search/wall_s": wall})
     tracker.finish()
     print(report.table)
     print(f"\nchosen time-dependent schedule: {winners['joint'].schedule}")
-    print(f"report: {folder / 'report' / 'results.md'}  |  MLflow: {ui_command(tracker.uri)}")
+    print(f"report: {folder / 'report' / 'results.md'}  |  MLflow: {ui_command(tracker.uri, tracker.experiment_id)}")
     print(f"use it: python -m focus_tune.predict --model runs:/{tracker.parent_run_id}/model-time-dependent "
           f"{'' if tracker.uri == tracking_uri(None) else '--tracking-uri ' + tracker.uri + ' '}IMAGE...")
     print(f"wall time {fmt_s(wall)}")

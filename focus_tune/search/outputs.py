@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..atomic import fsync_path, write_atomic
 from ..job import PER_ENTRY_FILE, DataInfo
+from ..names import HEADLINE_METRICS, REFERENCE_HEADLINE
 
 if TYPE_CHECKING:  # types only: the modules behind them are imported where they are used
     from ..config import SearchConfig
@@ -76,9 +77,51 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     for stage, winner in winners.items():
         tracker.tag_winner(winner.trained_as, stage)
     log_decisions(tracker, search)
-    log_final_models(plan, state, cfg, DataInfo.of(m), tracker, folder, m, report.summary,
-                     register=opts.register)
+    with_model = log_final_models(plan, state, cfg, DataInfo.of(m), tracker, folder, m, report.summary,
+                                  register=opts.register)
+    tracker.log_search(metrics=parent_metrics(report.summary, without_model=set(schedules) - with_model))
+    tracker.log_table(summary_table(report.summary), "report/tables/test_metrics.json")
     return report
+
+
+def headline(summary: dict[str, float], row: str, keys=HEADLINE_METRICS) -> dict[str, float]:
+    """The headline test metrics of one row of the report (a family or a reference row),
+    keyed ``<row>/test/<metric>`` as in ``summary``."""
+    return {f"{row}/test/{k}": summary[f"{row}/test/{k}"] for k in keys if f"{row}/test/{k}" in summary}
+
+
+def parent_metrics(summary: dict[str, float], without_model: set[str] = frozenset()) -> dict[str, float]:
+    """What the search's parent run keeps as metrics: the headline of the trivial baseline
+    (image-blind) and of the best achievable (exact), the search's own figures (``search/...``)
+    and the headline of each family in ``without_model`` (a family's final model carries its
+    own headline, logged on the parent linked to the model). Everything else is in the tables."""
+    from ..baselines import EXACT, IMAGE_BLIND
+
+    out = {k: v for k, v in summary.items() if k.startswith("search/")}
+    for row in (IMAGE_BLIND, EXACT):
+        out.update(headline(summary, row, REFERENCE_HEADLINE))
+    for family in sorted(without_model):
+        out.update(headline(summary, family))
+    return out
+
+
+def summary_table(summary: dict[str, float]) -> list[dict]:
+    """The report's summary as table rows: per row of the report (family or reference) and
+    test metric, its mean over the seeds and, where it was compared with ``none``, the
+    paired p-value and its Holm adjustment."""
+    from ..report.stats import P_KEYS
+
+    rows: dict[str, dict] = {}
+    for key, value in summary.items():
+        if key.startswith("search/"):
+            continue
+        suffix = next((p for p in P_KEYS if key.endswith("/" + p)), None)
+        base = key.removesuffix("/" + suffix) if suffix else key
+        name, _, metric = base.partition("/test/")
+        row = rows.setdefault(base, {"row": name, "metric": f"test/{metric}", "mean": None,
+                                     **{p: None for p in P_KEYS}})
+        row[suffix or "mean"] = value
+    return list(rows.values())
 
 
 def log_decisions(tracker: Tracker, search: dict) -> None:
@@ -100,22 +143,23 @@ def log_decisions(tracker: Tracker, search: dict) -> None:
 
 def log_final_models(plan: SearchPlan, state: SearchState, cfg: SearchConfig, data_info: DataInfo,
                      tracker: Tracker, folder: Path, manifest: Manifest, summary: dict[str, float],
-                     register: str | None = None) -> None:
+                     register: str | None = None) -> set[str]:
     """Each family's final model of the search seed, without pickle (``model_io``: numpy
     weights + JSON), in ``<run>/models/<family>`` and as a logged model of the parent run
-    with the family's mean test metrics from the report's ``summary`` (``<family>/test/...``:
-    the parent run holds every family's, so the keys name the family), and with ``register`` as
+    with the family's headline test metrics (means over the seeds) from the report's
+    ``summary`` (``<family>/test/...``: the parent run holds every family's, so the keys name
+    the family), linked to the runs of the trial that trained it and of its final, and with ``register`` as
     a version of that registered model with the family as its alias. Its model.json also records what
     ``focus_tune.predict`` needs to use it without the dataset: the class names, the
-    sequence length and the image shape."""
+    sequence length and the image shape. Returns the families logged."""
     import torch
     from ray import tune
 
     from ..model_io import build_model, save_model
-    from ..report.stats import P_KEYS
     from ..trainable import load_checkpoint
 
     sources = {t.trial_id: t.source_trial for t in plan.all_trials(state.results)}
+    logged = set()
     for family, by_seed in plan.finals(state.results).items():
         tid = by_seed[min(by_seed)]
         trained = sources.get(tid) or tid
@@ -128,9 +172,11 @@ def log_final_models(plan: SearchPlan, state: SearchState, cfg: SearchConfig, da
                            extra={"family": family, "trial_id": trained, "game": manifest.game,
                                   "class_names": list(manifest.class_names), "length": manifest.length,
                                   "image_shape": list(manifest.image_shape)})
-        metrics = {k: v for k, v in summary.items()
-                   if k.startswith(f"{family}/test/") and not k.endswith(P_KEYS)}
-        model_id = tracker.log_model(saved, name=f"model-{family}", metrics=metrics)
+        model_id = tracker.log_model(saved, name=f"model-{family}", metrics=headline(summary, family))
+        for run in dict.fromkeys((trained, tid)):  # the trial that trained it, and its final's run
+            tracker.link_model(run, model_id)
+        logged.add(family)
         if register:  # one version per family, aliased by the family: models:/<name>@time-dependent
             version = tracker.register_model(model_id, register, family)
             print(f"registered: models:/{register}@{family} (version {version})", flush=True)
+    return logged

@@ -21,6 +21,7 @@ from ray.tune.search import Searcher
 from ..atomic import disk_full
 from ..interrupt import INTERRUPT
 from ..job import DISK_FULL_KEY, INFLUENCE_KEY, TrialJob
+from ..names import TS_PREFIX
 from ..plan import SearchPlan, StageFailed, TrialSpec, priority
 from ..state import DiskFull
 from .storage import SearchState
@@ -126,7 +127,7 @@ class PlanSearcher(Searcher):
             self.state.influence[tid] = influence
         if job.spec.stage == "final" and score is not None:
             self.state.finals[tid] = {k: v for k, v in result.items()
-                                      if k.startswith("test") or k.startswith("val/") or k == "epoch"}
+                                      if k.startswith(("test", "val/", TS_PREFIX)) or k == "epoch"}
             self.state.finals[tid]["seed"] = job.spec.seed
         self.state.trial_seconds[tid] = float(result.get("time_total_s", 0.0))
         if not self.save_state():

@@ -12,6 +12,28 @@ from mlflow.entities import Dataset
 WINNER_TAG = "winner_of"  # on a trial's run: the stages it won, comma separated
 
 DATASET_CONTEXT = "training"  # the mlflow.data.context of the dataset input
+CHECKPOINT_TAG = "checkpoint"  # on a trial's run: the URI of its latest checkpoint
+MODEL_TAG = "model"  # on the run of a trial that became a final model: models:/<id>
+
+
+def experiment_tags(name: str) -> dict[str, str]:
+    """The tags of a search experiment: its description (``mlflow.note.content``, shown in the
+    UI) of what its runs are and how to read them. (MLflow 3.17's UI opens every experiment on
+    its GenAI overview, whatever its ``mlflow.experimentKind``; the link to the trials asks
+    for ``workflowType=machine_learning``: ``store.trials_page``.)"""
+    return {"mlflow.note.content": f"""**{name}**: the staged searches of focus-tune \
+(time-dependent logit regularization of a foCus sequence simulator, ResNet-18 -> LSTM).
+
+- Each search is one parent run (tag `kind` = `search`; param `run_folder` is where it ran). Its \
+report is in its artifacts: `report/results.md` (test tables with the reference rows and paired tests), \
+`report/search.png` (every stage's candidates), `report/tables/` (every test metric and p-value).
+- Each trial is a child run, tagged `stage` (stage1..stageK, joint, constant, none, final) and `family`; \
+`winner_of` marks each stage's winner, `checkpoint` holds the URI of its latest checkpoint, `model` the \
+final model it became.
+- Metrics: `train/...` per epoch; `val/...` on the validation items whenever a trial validates (the stages \
+decide by `val/ece` unless `train.select_by` says otherwise); `test/...` on a final's run; on the parent, \
+`<row>/test/...` per family and reference row. `val/ece_debiased_sq` is an unbiased estimate of the \
+squared calibration error: below 0 where the model is calibrated within the noise."""}
 
 
 def context_tags() -> dict[str, str]:

@@ -9,6 +9,15 @@ import mlflow
 from mlflow.tracking import MlflowClient
 
 from ..names import PREDICT_DEFAULTS
+
+IMAGE_DTYPE = "uint8"  # the signature's images: pixel values, as datasets and image files hold them
+
+# What loading and using a logged model imports besides the Python standard library and its
+# own code (shipped with it, see :func:`write_environment`): pinned in its requirements.txt to
+# the versions that trained it. tests/test_mlflow_ui.py checks the list against what a load
+# and a predict import.
+MODEL_REQUIREMENTS = ("mlflow", "torch", "torchvision", "numpy", "pillow", "pyarrow", "pyyaml", "filelock")
+CODE_DIR = "code"  # the project's code in a logged model (the python_function's ``code``)
 from .store import _sqlite_file, tracking_uri
 
 
@@ -90,9 +99,12 @@ def _run_has(client, run, path: str) -> bool:
 
 
 def model_signature(meta: dict):
-    """The signature of a saved model (its model.json as a dict): images float32
-    [-1, C, H, W] (pixel values 0..255) in, marginal probabilities float32 [-1, L, classes]
-    out; None when model.json does not record the image shape and length."""
+    """The signature of a saved model (its model.json as a dict): images uint8 [-1, C, H, W]
+    in (pixel values, the dtype of the datasets' and image files' pixels), marginal
+    probabilities float32 [-1, L, classes] out; None when model.json does not record the
+    image shape and length. MLflow checks a tensor's dtype exactly, so float pixel arrays are
+    rounded to uint8 first (``np.clip(np.rint(x), 0, 255).astype(np.uint8)``, what the
+    python_function does with any array it is given directly)."""
     import numpy as np
     from mlflow.models import ModelSignature
     from mlflow.types import Schema, TensorSpec
@@ -104,7 +116,7 @@ def model_signature(meta: dict):
         return None
     c, h, w = (int(x) for x in shape)
     return ModelSignature(
-        inputs=Schema([TensorSpec(np.dtype("float32"), (-1, c, h, w), "images")]),
+        inputs=Schema([TensorSpec(np.dtype(IMAGE_DTYPE), (-1, c, h, w), "images")]),
         outputs=Schema([TensorSpec(np.dtype("float32"), (-1, int(length), int(num_classes)), "marginals")]),
         params=params_schema(),
     )
@@ -119,11 +131,11 @@ def params_schema():
 
 
 def default_input_example(meta: dict):
-    """One mid-grey image of the model's shape, float32 [1, C, H, W] (None if unknown)."""
+    """One mid-grey image of the model's shape, uint8 [1, C, H, W] (None if unknown)."""
     import numpy as np
 
     shape = meta.get("image_shape")
-    return None if not shape else np.full((1, *(int(x) for x in shape)), 128.0, dtype=np.float32)
+    return None if not shape else np.full((1, *(int(x) for x in shape)), 128, dtype=IMAGE_DTYPE)
 
 
 def _save_example(mlmodel, example, folder: str) -> None:
@@ -132,3 +144,33 @@ def _save_example(mlmodel, example, folder: str) -> None:
     from mlflow.models.utils import _save_example as save
 
     save(mlmodel, example, folder)
+
+
+def model_requirements() -> list[str]:
+    """:data:`MODEL_REQUIREMENTS` pinned to the installed versions (without a local build
+    label such as ``+cpu``, which no index serves)."""
+    from importlib.metadata import version
+
+    return [f"{name}=={version(name).split('+')[0]}" for name in MODEL_REQUIREMENTS]
+
+
+def write_environment(folder: Path) -> dict[str, str]:
+    """What a logged model needs to be used outside this environment, written into ``folder``
+    (a model folder being assembled): the project's own code under ``code/focus_tune`` (MLflow
+    puts ``code/`` on the path before it imports the loader, so the model runs the code that
+    saved it), ``requirements.txt`` (:func:`model_requirements`), ``python_env.yaml`` (this
+    Python and pip, ``-r requirements.txt``) and ``conda.yaml``, as MLflow's own flavors
+    write them. Returns the python_function's ``code``, ``python_env`` and ``conda_env``."""
+    import shutil
+
+    import focus_tune
+    from mlflow.utils.environment import _mlflow_conda_env, _PythonEnv
+
+    folder = Path(folder)
+    shutil.copytree(Path(focus_tune.__file__).parent, folder / CODE_DIR / "focus_tune",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    requirements = model_requirements()
+    (folder / "requirements.txt").write_text("\n".join(requirements) + "\n")
+    _PythonEnv.current().to_yaml(folder / "python_env.yaml")
+    _mlflow_conda_env(folder / "conda.yaml", additional_pip_deps=requirements, install_mlflow=False)
+    return {"code": CODE_DIR, "python_env": "python_env.yaml", "conda_env": "conda.yaml"}

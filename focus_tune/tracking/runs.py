@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 
 from ..atomic import write_atomic
 from ..names import MODEL_JSON, MODEL_WEIGHTS
-from .lineage import DATASET_CONTEXT, WINNER_TAG, context_tags, dataset_entity
-from .models import _save_example, default_input_example, model_signature
+from .lineage import CHECKPOINT_TAG, DATASET_CONTEXT, MODEL_TAG, WINNER_TAG, context_tags, dataset_entity, experiment_tags
+from .models import IMAGE_DTYPE, _save_example, default_input_example, model_signature, write_environment
 from .outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable, is_server
 from .store import _is_metric, tracking_uri
 
@@ -41,6 +41,9 @@ class Tracker:
         self.client = MlflowClient(self.uri)
         exp = self.client.get_experiment_by_name(experiment)
         self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        for key, value in experiment_tags(experiment).items():  # a user's own choice stays
+            if exp is None or key not in exp.tags:
+                self.client.set_experiment_tag(self.experiment_id, key, value)
         self.context = context_tags()  # resolved once: the same for the parent and its children
         if parent_run_id is None:
             run = self.client.create_run(self.experiment_id, run_name=run_name, tags={**self.context, "kind": "search"})
@@ -108,14 +111,19 @@ class Tracker:
                 **self.context, "mlflow.parentRunId": self.parent_run_id, "trial_id": spec.trial_id,
                 "stage": spec.stage, "family": spec.family,
             }
+            source_run = self._children.get(spec.source_trial) if spec.source_trial else None
             if spec.source_trial:
                 tags["source_trial"] = spec.source_trial
+            if source_run:
+                tags["source_run"] = source_run
             # a retry must not make a second run: one that reached the server before its answer was lost counts
             run_id = self.client.call(self.client.raw.create_run, self.experiment_id, run_name=spec.trial_id, tags=tags,
                                       found=lambda: next(iter(self._child_runs(spec.trial_id)), None)).info.run_id
             params = {"schedule": str(spec.schedule), **spec.params}
             params.update({f"train.{k}": v for k, v in dataclasses.asdict(job.train).items()})
             self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
+            if source_run:  # a final that reuses a search trial's checkpoint: that training is its own
+                self._copy_history(source_run, run_id)
             self._children[spec.trial_id] = run_id
         else:
             self.client.update_run(run_id, status="RUNNING")
@@ -135,6 +143,31 @@ class Tracker:
                 self._keep_unsent("log_result", trial_id, {"epoch": step, "timestamp": ts / 1000,
                                                            **{m.key: m.value for m in metrics}})
                 raise
+
+    def _copy_history(self, source: str, run_id: str) -> None:
+        """Every metric entry of run ``source`` into run ``run_id``, with its step and
+        timestamp (a retried copy adds nothing)."""
+        entries = [m for key in self.client.get_run(source).data.metrics
+                   for m in self.client.get_metric_history(source, key)]
+        for start in range(0, len(entries), 1000):  # MLflow's batch limit
+            self.client.log_batch(run_id, metrics=[Metric(m.key, m.value, m.timestamp, m.step)
+                                                   for m in entries[start:start + 1000]])
+
+    def note_checkpoint(self, trial_id: str, uri: str) -> None:
+        """Tag a trial's run with the URI of its latest checkpoint (``checkpoint``): what
+        ``--resume`` restarts it from, and where its final weights are."""
+        self.client.set_tag(self._children[trial_id], CHECKPOINT_TAG, uri)
+
+    def link_model(self, trial_id: str, model_id: str) -> None:
+        """The run of the trial whose weights became the logged model ``model_id``: the model
+        is an output of that run too (the UI lists it under the run's logged models), and its
+        ``model`` tag holds the model's URI."""
+        run_id = self._children.get(trial_id)
+        if run_id is None:  # created by another Tracker of this search (a resumed one)
+            self._children.update({r.data.tags["trial_id"]: r.info.run_id for r in self._child_runs()})
+            run_id = self._children[trial_id]
+        self.client.log_outputs(run_id, [LoggedModelOutput(model_id, step=0)])
+        self.client.set_tag(run_id, MODEL_TAG, f"models:/{model_id}")
 
     def note_retry(self, trial_id: str, failures: int, reason: str) -> None:
         """A trial that crashed and restarts from its last checkpoint stays one child run: its
@@ -175,11 +208,17 @@ class Tracker:
             self.parent_run_id,
             params=[Param(k, str(v)) for k, v in (params or {}).items()],
             tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
-            metrics=[Metric(k, float(v), 0, 0) for k, v in (metrics or {}).items() if _is_metric(k, v)],
+            metrics=[Metric(k, float(v), now_ms(), 0) for k, v in (metrics or {}).items() if _is_metric(k, v)],
         )
 
     def log_artifacts(self, folder: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifacts(self.parent_run_id, str(folder), artifact_path)
+
+    def log_table(self, rows: list[dict], artifact_file: str) -> None:
+        """A table (one dict per row) as an MLflow table artifact of the parent run."""
+        import pandas as pd
+
+        self.client.log_table(self.parent_run_id, data=pd.DataFrame(rows), artifact_file=artifact_file)
 
     def metric_histories(self, key: str, trial_ids=None) -> dict[str, list[tuple[int, float]]]:
         """{trial id: [(step, value), ...]} of one metric of the trials' child runs, by step;
@@ -203,8 +242,10 @@ class Tracker:
 
         Next to the folder's files it writes an ``MLmodel`` file with the model's signature
         (:func:`model_signature`, from model.json) and an input example (``input_example``,
-        float32 images [n, C, H, W], saved as ``{"images": ...}`` like the signature's input;
-        default: one mid-grey image), which the MLflow UI shows. A model.json without the
+        images [n, C, H, W] with pixel values 0..255, saved as uint8 ``{"images": ...}`` like the
+        signature's input; default: one mid-grey image), which the MLflow UI shows, and what
+        rebuilds its environment (:func:`~focus_tune.tracking.models.write_environment`: the
+        project's code, requirements.txt, python_env.yaml, conda.yaml). A model.json without the
         image shape and length (an early model) is logged without signature or example.
         The logged model carries MLflow's context tags, model.json's train config as params,
         and is an output of the parent run. ``metrics`` (e.g. ``{"test/marginal/ece": ...}``)
@@ -230,11 +271,13 @@ class Tracker:
                                 flavors={"focus_tune": {"format": meta.get("format"), "weights": MODEL_WEIGHTS,
                                                         "config": MODEL_JSON,
                                                         "loader": "focus_tune.model_io.load_model"}})
-                # mlflow.pyfunc.load_model / mlflow models serve, through focus_tune.pyfunc (no pickle)
-                add_to_model(mlmodel, loader_module="focus_tune.pyfunc")
+                # mlflow.pyfunc.load_model / mlflow models serve, through focus_tune.pyfunc (no
+                # pickle), with the code and the pinned requirements that rebuild its environment
+                add_to_model(mlmodel, loader_module="focus_tune.pyfunc", **write_environment(Path(tmp)))
                 example = input_example if input_example is not None else default_input_example(meta)
                 if example is not None:  # saved under the signature's input name, as it reads back
-                    _save_example(mlmodel, {"images": np.asarray(example, dtype=np.float32)}, tmp)
+                    pixels = np.clip(np.rint(np.asarray(example)), 0, 255).astype(IMAGE_DTYPE)
+                    _save_example(mlmodel, {"images": pixels}, tmp)
                 mlmodel.save(os.path.join(tmp, "MLmodel"))
                 self.client.log_model_artifacts(model.model_id, tmp)
             self.client.log_outputs(self.parent_run_id, [LoggedModelOutput(model.model_id, step=0)])
@@ -265,7 +308,7 @@ class Tracker:
         return int(version.version)
 
     def _log_model_metrics(self, model_id: str, metrics: dict) -> None:
-        ts = int(time.time() * 1000)
+        ts = now_ms()
         linked = {"dataset_name": self.dataset.name, "dataset_digest": self.dataset.digest} if self.dataset else {}
         batch = [Metric(k, float(v), ts, 0, model_id=model_id, run_id=self.parent_run_id, **linked)
                  for k, v in metrics.items() if _is_metric(k, v)]
@@ -288,3 +331,8 @@ class Tracker:
         if reason:
             self.client.set_tag(self.parent_run_id, "stop_reason", reason[:4000])
         self.client.set_terminated(self.parent_run_id, status=status or ("FAILED" if failed else "FINISHED"))
+
+
+def now_ms() -> int:
+    """MLflow's timestamp of a metric logged now (milliseconds since the epoch)."""
+    return int(time.time() * 1000)

@@ -18,11 +18,22 @@ def tracking_uri(uri: str | None) -> str:
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
-def ui_command(uri: str) -> str:
-    """How to look at a store: the ``mlflow ui`` command for a local one, the address of a server."""
+UI_ADDRESS = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
+
+
+def trials_page(experiment_id: str) -> str:
+    """The UI's route to an experiment's runs table (the trials), after the server's address:
+    MLflow 3 opens an experiment on its GenAI overview unless asked for its runs."""
+    return f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
+def ui_command(uri: str, experiment_id: str | None = None) -> str:
+    """How to look at a store: the ``mlflow ui`` command for a local one, the address of a
+    server; with ``experiment_id``, the link that opens that experiment's trials table."""
+    page = trials_page(experiment_id) if experiment_id is not None else ""
     if uri.startswith(("http://", "https://")):
-        return f"open {uri}"
-    return f"mlflow ui --backend-store-uri {uri} --workers 1  (then open http://127.0.0.1:5000)"
+        return f"open {uri.rstrip('/')}{page}"
+    return f"mlflow ui --backend-store-uri {uri} --workers 1  (then open {UI_ADDRESS}{page})"
 
 
 def _sqlite_file(uri: str) -> Path | None:
