@@ -53,6 +53,9 @@ def test_the_search_prints_the_link_that_opens_the_trials_table(smoke_search, st
     # the experiment's description says what its runs are
     description = experiment.tags["mlflow.note.content"]
     assert "report/results.md" in description and "val/ece_debiased_sq" in description
+    # and the parent run's, what this search chose and where its report is
+    parent = store[3].data.tags["mlflow.note.content"]
+    assert "time-dependent: `l1" in parent and str(smoke_search.work / "runs") in parent
 
 
 def test_no_metric_entry_at_timestamp_zero_and_no_step_logged_twice(store):

@@ -72,7 +72,8 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
             fsync_path(file)
     fsync_path(out)
     tracker.log_artifacts(out, "report")
-    tracker.log_search(tags={f"schedule.{f}": s for f, s in schedules.items()},
+    tracker.log_search(tags={**{f"schedule.{f}": s for f, s in schedules.items()},
+                             "mlflow.note.content": search_description(opts, schedules, folder)},
                        params={"chosen_schedule": schedules["time-dependent"]})
     for stage, winner in winners.items():
         tracker.tag_winner(winner.trained_as, stage)
@@ -82,6 +83,16 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     tracker.log_search(metrics=parent_metrics(report.summary, without_model=set(schedules) - with_model))
     tracker.log_table(summary_table(report.summary), "report/tables/test_metrics.json")
     return report
+
+
+def search_description(opts: SearchOptions, schedules: dict[str, str], folder: Path) -> str:
+    """The parent run's description in the MLflow UI: what the search chose and where to look."""
+    chosen = "\n".join(f"- {family}: `{schedule}`" for family, schedule in schedules.items())
+    return (f"The {opts.profile} search of **{opts.game}** (seed {opts.seed}). Chosen schedules:\n\n{chosen}\n\n"
+            "Report: the artifacts `report/results.md` (test tables, reference rows, paired tests) and "
+            f"`report/search.png` (every stage's candidates), also in `{folder.resolve() / 'report'}`. The trials are "
+            "this run's child runs: filter with `tags.stage = \"stage1\"` (or `joint`, `constant`, ...), "
+            "select them and press *Compare*.")
 
 
 def headline(summary: dict[str, float], row: str, keys=HEADLINE_METRICS) -> dict[str, float]:
