@@ -64,6 +64,15 @@ class Tracker:
             query += f" and tags.trial_id = '{trial_id}'"
         return self.client.search_runs([self.experiment_id], filter_string=query, max_results=5000)
 
+    def _child(self, trial_id: str) -> str:
+        """The run id of a trial's child run, also one another Tracker of this search created
+        (a resumed one); KeyError when it has none."""
+        if trial_id not in self._children:
+            self._children.update({r.data.tags["trial_id"]: r.info.run_id for r in self._child_runs()})
+        if trial_id not in self._children:
+            raise KeyError(f"no MLflow run of trial {trial_id!r} under run {self.parent_run_id}")
+        return self._children[trial_id]
+
     # -- what the patience did not get through -----------------------------------------------
     def _keep_unsent(self, op: str, *args) -> None:
         """Record a trial's record that the server never received (the patience ran out)."""
@@ -162,10 +171,7 @@ class Tracker:
         """The run of the trial whose weights became the logged model ``model_id``: the model
         is an output of that run too (the UI lists it under the run's logged models), and its
         ``model`` tag holds the model's URI."""
-        run_id = self._children.get(trial_id)
-        if run_id is None:  # created by another Tracker of this search (a resumed one)
-            self._children.update({r.data.tags["trial_id"]: r.info.run_id for r in self._child_runs()})
-            run_id = self._children[trial_id]
+        run_id = self._child(trial_id)
         self.client.log_outputs(run_id, [LoggedModelOutput(model_id, step=0)])
         self.client.set_tag(run_id, MODEL_TAG, f"models:/{model_id}")
 
@@ -190,12 +196,7 @@ class Tracker:
         """Mark the run of ``trial_id`` as the winner of ``stage``: tag ``winner_of`` on the
         child run (stages joined by commas when a trial wins several) and ``winner.<stage>``
         = trial id on the parent run. Idempotent."""
-        run_id = self._children.get(trial_id)
-        if run_id is None:  # created by another Tracker of this search (a resumed one)
-            self._children.update({r.data.tags["trial_id"]: r.info.run_id for r in self._child_runs()})
-            run_id = self._children.get(trial_id)
-        if run_id is None:
-            raise KeyError(f"no MLflow run of trial {trial_id!r} under run {self.parent_run_id}")
+        run_id = self._child(trial_id)
         current = self.client.get_run(run_id).data.tags.get(WINNER_TAG, "")
         stages = [s for s in current.split(",") if s]
         if stage not in stages:
