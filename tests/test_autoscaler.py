@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from fault_search import Gate
 from focus_tune.config import load_search_config, space_path
 from focus_tune.cost import simulate
 from focus_tune.plan import SearchPlan
@@ -40,26 +41,36 @@ def autoscaled():
                                    autoscale={"gpu": {"resources": {"CPU": 1, "GPU": 1}, "max_workers": MAX_NODES}})
     try:
         c.start()
-        # The stage-1 trials sleep 15 s (tests/fault_search.py) so that they outlast a node's
-        # start: smoke trials alone take about a second, less than the autoscaler needs.
-        faults = {"stage1-l0.01-s0": "slow", "stage1-l0.05-s0": "slow"}
+        # The stage-1 trials wait at a gate (tests/fault_search.py) until both run, each on a GPU
+        # node, so that the first outlasts the start of the second node: smoke trials alone
+        # take about a second, less than the autoscaler needs.
+        stage1 = ["stage1-l0.01-s0", "stage1-l0.05-s0"]
+        faults = dict.fromkeys(stage1, "gate")
+        gate = Gate(root / "gate")
         cmd = [sys.executable, str(ROOT / "tests" / "fault_search.py"), "--game", GAME, "--profile", "smoke",
                "--address", c.address, "--storage", str(root / "runs"), "--tracking-uri",
                f"sqlite:///{root / 'mlflow.db'}", "--data-root", str(root / "data"),
                "--gpus-per-trial", "1", "--cpus-per-trial", "1", "--wait-for-resources"]
         t0 = time.time()
-        env = dict(c.full_env(), PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_FAULTS=json.dumps(faults))
-        proc = subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=480)
+        env = dict(c.full_env(), **gate.env, PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_FAULTS=json.dumps(faults))
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            gate.wait(proc, stage1, timeout=300, what="both stage-1 trials running, one per GPU node")
+            gate.release(*stage1)
+            out, _ = proc.communicate(timeout=480)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         seconds = time.time() - t0
-        assert proc.returncode == 0, proc.stdout[-6000:]
+        assert proc.returncode == 0, out[-6000:]
         t_end = time.time()
         while len(c.alive_nodes()) > 1 and time.time() - t_end < 120:
             time.sleep(2)
         released_s = time.time() - t_end
         alive = c.alive_nodes()
         monitor = (root / "head" / "session_latest" / "logs" / "monitor.log").read_text(errors="replace")
-        yield {"root": root, "out": proc.stdout, "seconds": seconds, "alive": alive, "released_s": released_s,
+        yield {"root": root, "out": out, "seconds": seconds, "alive": alive, "released_s": released_s,
                "monitor": monitor, "state": json.loads((root / "runs" / RUN / "search_state.json").read_text())}
     finally:
         c.stop()

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from fault_search import Gate
+
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("local_cluster", ROOT / "scripts" / "local_cluster.py")
 local_cluster = importlib.util.module_from_spec(_spec)
@@ -68,27 +70,35 @@ def search(cluster):
     code = f"import ray; ray.init(address={cluster.address!r}, logging_level='ERROR'); print('CONNECTED')"
     intruder = subprocess.Popen([sys.executable, "-c", code], env=dict(cluster.full_env(), RAY_AUTH_TOKEN_PATH=str(bad)),
                                 cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    # The two stage-1 trials are slowed by 8 s (tests/fault_search.py) so that they must run at the
-    # same time, one per node: smoke trials otherwise finish in under a second, and Tune
-    # hands the next one to the warm actor that just finished rather than start another.
-    faults = {"stage1-l0.01-s0": "slow", "stage1-l0.05-s0": "slow"}
+    # The two stage-1 trials wait at a gate (tests/fault_search.py) until both have started, so
+    # that they run at the same time, one per node: smoke trials otherwise finish in under a
+    # second, and Tune hands the next one to the warm actor that just finished rather than
+    # start another.
+    stage1 = ["stage1-l0.01-s0", "stage1-l0.05-s0"]
+    faults = dict.fromkeys(stage1, "gate")
+    gate = Gate(root / "gate")
     cmd = [sys.executable, str(ROOT / "tests" / "fault_search.py"), "--game", GAME, "--profile", "smoke",
            "--address", cluster.address, "--storage", str(root / "runs"),
            "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}", "--data-root", str(root / "data"),
            "--cpus-per-trial", "1"]
+    proc = None
     try:
         t0 = time.time()
-        proc = subprocess.run(cmd, cwd=root, env=dict(cluster.full_env(), PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_SLOW_S="8",
-                                                      FOCUS_TUNE_TEST_FAULTS=json.dumps(faults)),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=480)
+        proc = subprocess.Popen(cmd, cwd=root, env=dict(cluster.full_env(), **gate.env, PYTHONUNBUFFERED="1",
+                                                        FOCUS_TUNE_TEST_FAULTS=json.dumps(faults)),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        gate.wait(proc, stage1, what="both stage-1 trials running, one per node")
+        gate.release(*stage1)
+        out, _ = proc.communicate(timeout=480)
         seconds = time.time() - t0
         intruder_out, _ = intruder.communicate(timeout=120)
     finally:
-        if intruder.poll() is None:
-            intruder.kill()
-            intruder.wait()
-    assert proc.returncode == 0, proc.stdout[-6000:]
-    return {"out": proc.stdout, "seconds": seconds, "intruder": (intruder.returncode, intruder_out)}
+        for p in (intruder, proc):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    assert proc.returncode == 0, out[-6000:]
+    return {"out": out, "seconds": seconds, "intruder": (intruder.returncode, intruder_out)}
 
 
 def test_two_nodes_with_explicit_resources(cluster):
@@ -122,8 +132,8 @@ def test_search_runs_on_both_nodes_and_mlflow_is_complete(cluster, search):
 
 
 # -- faults of a real cluster: a lost worker node, a lost driver --------------------------------
-DISTURBED = {"stage1-l0.01-s0": "slow@2", "stage1-l0.05-s0": "slow@2",
-             "stage2-l0.01-s0": "slow@2", "stage2-l0.05-s0": "slow@2"}
+STAGE1, STAGE2 = ["stage1-l0.01-s0", "stage1-l0.05-s0"], ["stage2-l0.01-s0", "stage2-l0.05-s0"]
+DISTURBED = dict.fromkeys(STAGE1 + STAGE2, "gate@2")
 RUN = f"{GAME}-smoke-seed0"
 
 
@@ -134,19 +144,9 @@ def _state(folder: Path) -> dict:
         return {}
 
 
-def _wait_until(proc: subprocess.Popen, what: str, ready, timeout: float = 240) -> None:
-    deadline = time.time() + timeout
-    while not ready():
-        if proc.poll() is not None:
-            raise AssertionError(f"the search ended ({proc.returncode}) before {what}:\n{proc.stdout.read()[-4000:]}")
-        if time.time() > deadline:
-            proc.kill()
-            raise AssertionError(f"no {what} after {timeout:.0f} s")
-        time.sleep(0.2)
-
-
-def _running(folder: Path, trials: list[str]) -> bool:
-    """Each of ``trials`` has a checkpoint and no result: it sleeps before its epoch 2 (slow@2)."""
+def _checkpointed(folder: Path, trials: list[str]) -> bool:
+    """The driver has recorded a checkpoint of each of ``trials`` and no result: held at its
+    gate before epoch 2 (gate@2), a trial lost now is retried from its epoch-1 checkpoint."""
     s = _state(folder)
     return all(t in s.get("checkpoints", {}) and t not in s.get("results", {}) for t in trials)
 
@@ -168,25 +168,28 @@ def _live_trials_of(cluster, job: str, wait_s: float = 60) -> tuple[int, float]:
 
 @pytest.fixture(scope="module")
 def disturbed(cluster, search):
-    """The search of ``search`` again, on its own storage and MLflow store, disturbed twice.
+    """The search of ``search`` again, on its own storage and MLflow store, disturbed twice,
+    each time while the trials wait at their gates before epoch 2 (tests/fault_search.py).
     Round 1: while both stage-1 trials run (one per node), worker1 is lost (SIGKILL to all its
-    processes at once, as a preempted machine) and a replacement node, worker2, joins. Round 2:
-    while both stage-2 trials run, the driver is killed (kill -9); once Ray has stopped its
-    trials, the same command with ``--resume`` finishes the search on the same cluster."""
+    processes at once, as a preempted machine) and a replacement node, worker2, joins; then
+    their gates open. Round 2: while both stage-2 trials run, the driver is killed (kill -9);
+    once Ray has stopped its trials, their gates open and the same command with ``--resume``
+    finishes the search on the same cluster."""
     root = cluster.root
     storage, db = root / "runs-disturbed", root / "mlflow-disturbed.db"
     folder = storage / RUN
     cmd = [sys.executable, str(ROOT / "tests" / "fault_search.py"), "--game", GAME, "--profile", "smoke",
            "--address", cluster.address, "--storage", str(storage), "--tracking-uri", f"sqlite:///{db}",
            "--data-root", str(root / "data"), "--cpus-per-trial", "1"]
-    env = dict(cluster.full_env(), PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_SLOW_S="8",
-               FOCUS_TUNE_TEST_FAULTS=json.dumps(DISTURBED))
+    gate = Gate(root / "gate-disturbed")
+    env = dict(cluster.full_env(), **gate.env, PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_FAULTS=json.dumps(DISTURBED))
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        _wait_until(proc, "two running stage-1 trials", lambda: _running(folder, ["stage1-l0.01-s0", "stage1-l0.05-s0"]))
+        gate.wait(proc, STAGE1, until=lambda: _checkpointed(folder, STAGE1), what="two stage-1 trials at their gates")
         killed = cluster.kill_node("worker1")
         cluster.add_node("worker2")
-        _wait_until(proc, "two running stage-2 trials", lambda: _running(folder, ["stage2-l0.01-s0", "stage2-l0.05-s0"]))
+        gate.release(*STAGE1)  # the trial of worker1 is retried from its checkpoint, past its gate
+        gate.wait(proc, STAGE2, until=lambda: _checkpointed(folder, STAGE2), what="two stage-2 trials at their gates")
         before = _state(folder)
         proc.kill()  # kill -9 of the driver
         t_kill = time.time()
@@ -197,6 +200,9 @@ def disturbed(cluster, search):
             proc.wait()
     job = before["drivers"][-1]["ray_job"]
     live, live_s = _live_trials_of(cluster, job)
+    # Open only now, with the dead driver's trials gone: the resumed ones start from their
+    # epoch-1 checkpoints and do not stop at a gate; one restarted from scratch passes it.
+    gate.release(*STAGE2)
     t_resume = time.time()
     resumed = subprocess.run([*cmd, "--resume"], cwd=root, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=480)

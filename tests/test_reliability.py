@@ -296,7 +296,13 @@ def test_second_ctrl_c_exits_at_once_and_leaves_no_process(tmp_path, smoke_data)
             break
     tree = descendants(proc.pid)
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    seen = []
+    for line in proc.stdout:  # the second Ctrl-C once the driver has taken the first
+        seen.append(line)
+        if "SIGINT: stopping the running trials" in line:
+            break
+    else:
+        pytest.fail(f"the search ended ({proc.wait()}) without taking the first Ctrl-C:\n{''.join(seen)[-3000:]}")
     t0 = time.time()
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=30)
