@@ -9,6 +9,7 @@ import mlflow
 from mlflow.tracking import MlflowClient
 
 from ..names import PREDICT_DEFAULTS
+from .store import _sqlite_file, tracking_uri
 
 IMAGE_DTYPE = "uint8"  # the signature's images: pixel values, as datasets and image files hold them
 
@@ -18,7 +19,6 @@ IMAGE_DTYPE = "uint8"  # the signature's images: pixel values, as datasets and i
 # and a predict import.
 MODEL_REQUIREMENTS = ("mlflow", "torch", "torchvision", "numpy", "pillow", "pyarrow", "pyyaml", "filelock")
 CODE_DIR = "code"  # the project's code in a logged model (the python_function's ``code``)
-from .store import _sqlite_file, tracking_uri
 
 
 class ModelNotFound(LookupError):

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from ..atomic import write_atomic
 from ..names import MODEL_JSON, MODEL_WEIGHTS
 from .lineage import CHECKPOINT_TAG, DATASET_CONTEXT, MODEL_TAG, WINNER_TAG, context_tags, dataset_entity, experiment_tags
-from .models import IMAGE_DTYPE, _save_example, default_input_example, model_signature, write_environment
+from .models import _save_example, default_input_example, model_signature, write_environment
 from .outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable, is_server
 from .store import _is_metric, tracking_uri
 
@@ -235,16 +235,16 @@ class Tracker:
             out[tid] = sorted(latest.items())
         return out
 
-    def log_model(self, folder: Path, name: str, metrics: dict | None = None, input_example=None) -> str:
+    def log_model(self, folder: Path, name: str, metrics: dict | None = None) -> str:
         """A final model folder (``model_io.save_model``: numpy weights + JSON, no pickle) as a
         logged model of the parent run; returns its id (load with ``model_io.load_model("models:/<id>")``,
         or as MLflow's ``python_function``: ``mlflow.pyfunc.load_model``, ``mlflow models serve``;
         see ``focus_tune.pyfunc``).
 
         Next to the folder's files it writes an ``MLmodel`` file with the model's signature
-        (:func:`model_signature`, from model.json) and an input example (``input_example``,
-        images [n, C, H, W] with pixel values 0..255, saved as uint8 ``{"images": ...}`` like the
-        signature's input; default: one mid-grey image), which the MLflow UI shows, and what
+        (:func:`model_signature`, from model.json) and an input example (one mid-grey uint8
+        image, saved as ``{"images": ...}`` like the signature's input), which the MLflow UI
+        shows, and what
         rebuilds its environment (:func:`~focus_tune.tracking.models.write_environment`: the
         project's code, requirements.txt, python_env.yaml, conda.yaml). A model.json without the
         image shape and length (an early model) is logged without signature or example.
@@ -252,7 +252,6 @@ class Tracker:
         and is an output of the parent run. ``metrics`` (e.g. ``{"test/marginal/ece": ...}``)
         are logged on the parent run linked to the model and, after :meth:`log_dataset`, to the
         dataset; ``client.get_logged_model(id).metrics`` lists them."""
-        import numpy as np
         from mlflow.models import Model
         from mlflow.pyfunc import add_to_model
 
@@ -275,10 +274,9 @@ class Tracker:
                 # mlflow.pyfunc.load_model / mlflow models serve, through focus_tune.pyfunc (no
                 # pickle), with the code and the pinned requirements that rebuild its environment
                 add_to_model(mlmodel, loader_module="focus_tune.pyfunc", **write_environment(Path(tmp)))
-                example = input_example if input_example is not None else default_input_example(meta)
+                example = default_input_example(meta)
                 if example is not None:  # saved under the signature's input name, as it reads back
-                    pixels = np.clip(np.rint(np.asarray(example)), 0, 255).astype(IMAGE_DTYPE)
-                    _save_example(mlmodel, {"images": pixels}, tmp)
+                    _save_example(mlmodel, {"images": example}, tmp)
                 mlmodel.save(os.path.join(tmp, "MLmodel"))
                 self.client.log_model_artifacts(model.model_id, tmp)
             self.client.log_outputs(self.parent_run_id, [LoggedModelOutput(model.model_id, step=0)])
