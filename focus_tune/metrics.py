@@ -70,6 +70,8 @@ Metrics beyond the paper's, so that a calibration or interval number can be trus
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .names import SELECT_KEYS
@@ -240,7 +242,7 @@ def _auc_per_class(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.where((n_pos > 0) & (n_neg > 0), auc, np.nan).reshape(L, c)
 
 
-def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) -> dict:
+def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, threads: int = 1) -> dict:
     """Entry-level and sequence-level ECE, debiased ECE, overconfidence, macro AUC, Brier and CE.
 
     probs [N, L, c] (rows sum to 1), labels [N, L]. Returns ``{"ece", "ece_debiased",
@@ -250,9 +252,34 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) ->
     sequence the signed root of the mean over entries of ``ece_debiased_sq`` (the unbiased
     squared estimate, per entry :func:`ece_debiased_squared`);
     ``overconfidence`` = mean over items of (top-class confidence - 1[top class is right]).
+
+    Every entry-level value depends on its entry's column alone, so ``threads`` > 1 scores
+    blocks of entries in threads (numpy's sorts and bincounts release the GIL): the same
+    numbers (the ECEs and AUC bit for bit; Brier and CE up to ~1e-14, numpy sums a narrower
+    block in another order), faster on large splits (the paper's validation split: 16,769
+    items x 300 entries).
     """
     probs, labels = _check_probs_labels(probs, labels, 3)
-    N, L, c = probs.shape
+    L = probs.shape[1]
+    blocks = np.array_split(np.arange(L), max(1, min(threads, L)))
+    if len(blocks) > 1:
+        with ThreadPoolExecutor(len(blocks)) as pool:
+            parts = list(pool.map(lambda b: _entry_metrics(probs[:, b], labels[:, b], n_bins, ce_eps), blocks))
+        per_entry = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    else:
+        per_entry = _entry_metrics(probs, labels, n_bins, ce_eps)
+    out = {k: float(v.mean()) for k, v in per_entry.items() if k not in ("auc", "ece_debiased")}
+    # The unbiased quantity is the squared one: average it over entries, then take the root
+    # (the mean of per-entry roots would not be centred on 0 for a calibrated predictor).
+    out["ece_debiased"] = float(signed_root(out["ece_debiased_sq"]))
+    auc_i = per_entry["auc"]
+    out["auc"] = float(np.nanmean(auc_i)) if np.isfinite(auc_i).any() else float("nan")
+    out["per_entry"] = per_entry
+    return out
+
+
+def _entry_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int, ce_eps: float) -> dict[str, np.ndarray]:
+    """The entry-level values of :func:`sequence_metrics`: probs [N, L, c], labels [N, L] -> {key: [L]}."""
     conf = probs.max(axis=2)  # (N, L)
     correct = (probs.argmax(axis=2) == labels).astype(np.float64)
     ece_i = _ece_columns(conf, correct, n_bins)
@@ -270,16 +297,8 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS) ->
     # sum_a (p_a - 1[y = a])^2 = sum_a p_a^2 - 2 p_y + 1, without a [N, L, c] one-hot.
     brier_i = (np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1).mean(axis=0)  # summed over classes
     ce_i = -np.log(np.maximum(p_true, ce_eps)).mean(axis=0)
-
-    per_entry = {"ece": ece_i, "ece_debiased": signed_root(ece_debiased_sq_i), "ece_debiased_sq": ece_debiased_sq_i,
-                 "overconfidence": overconfidence_i, "auc": auc_i, "brier": brier_i, "ce": ce_i}
-    out = {k: float(v.mean()) for k, v in per_entry.items() if k not in ("auc", "ece_debiased")}
-    # The unbiased quantity is the squared one: average it over entries, then take the root
-    # (the mean of per-entry roots would not be centred on 0 for a calibrated predictor).
-    out["ece_debiased"] = float(signed_root(out["ece_debiased_sq"]))
-    out["auc"] = float(np.nanmean(auc_i)) if np.isfinite(auc_i).any() else float("nan")
-    out["per_entry"] = per_entry
-    return out
+    return {"ece": ece_i, "ece_debiased": signed_root(ece_debiased_sq_i), "ece_debiased_sq": ece_debiased_sq_i,
+            "overconfidence": overconfidence_i, "auc": auc_i, "brier": brier_i, "ce": ce_i}
 
 
 def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps: float = CE_EPS) -> np.ndarray:

@@ -221,16 +221,17 @@ def condition_items(labels: np.ndarray, condition_class: int | None) -> np.ndarr
 
 def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: int = 10,
           exact_marginals: np.ndarray | None = None, condition_class: int | None = None, alpha: float = 0.9,
-          groups: dict[str, np.ndarray] | None = None) -> tuple[dict, dict]:
+          groups: dict[str, np.ndarray] | None = None, threads: int = 1) -> tuple[dict, dict]:
     """The paper's metrics of some estimates under the keys used everywhere (``marginal/ece``, ...).
 
     labels [N, L], true_times [N]; exact_marginals [N, L, c] adds ``marginal/rmse``. With
     ``condition_class`` the conditional metrics score ``est.cond_probs`` on the items of
     :func:`condition_items`. ``alpha`` is the interval's level (for the interval score);
     ``est.time_pmf`` adds ``interval/crps``; ``groups`` (name -> item mask [N]) add the
-    coverage of each group, ``interval/coverage_<name>``. Returns (metrics, entry-level arrays).
+    coverage of each group, ``interval/coverage_<name>``. ``threads``: the marginal metrics'
+    (:func:`focus_tune.metrics.sequence_metrics`). Returns (metrics, entry-level arrays).
     """
-    marginal = metrics.sequence_metrics(est.probs, labels, n_bins)
+    marginal = metrics.sequence_metrics(est.probs, labels, n_bins, threads=threads)
     out = _prefixed(marginal, "marginal")
     extras: dict = {"marginal": marginal["per_entry"]}
     out.update(_prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha), "interval"))
