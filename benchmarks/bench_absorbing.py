@@ -23,7 +23,9 @@ from focus_tune.data import ensure_dataset, load_dataset
 from focus_tune.job import DataInfo
 from focus_tune.model_io import build_model
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import DeviceSplit, draw_samples, evaluate, seed_everything, train_one_epoch
+from focus_tune.train import seed_everything, train_one_epoch
+from focus_tune.device_split import DeviceSplit
+from focus_tune.evaluation import draw_samples, evaluate
 
 
 def schedules(length: int, constant: float) -> dict[str, LambdaSchedule]:

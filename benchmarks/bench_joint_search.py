@@ -12,7 +12,7 @@ scores instead of training again. For each budget b = 1..(distinct joint trainin
 Each choice is reported by its validation ECE (what the search selects on) and by the test
 marginal ECE of its checkpoint (evaluated once per distinct candidate, on the test split as
 the profile defines it, with the evaluation the finals use: trainable._test_metrics's
-generator and focus_tune.train.evaluate).
+generator and focus_tune.evaluation.evaluate).
 
     python benchmarks/bench_joint_search.py --run-dir runs/hero-quick-seed0 \\
         --out docs/results/joint_search/hero-quick
@@ -38,7 +38,8 @@ from focus_tune.config import ConfigError, SearchConfig, load_search_config, spa
 from focus_tune.data.store import load_dataset  # noqa: E402
 from focus_tune.optuna_joint import JointOptuna, default_budget  # noqa: E402
 from focus_tune.plan import SearchPlan  # noqa: E402
-from focus_tune.train import DeviceSplit, evaluate  # noqa: E402
+from focus_tune.device_split import DeviceSplit  # noqa: E402
+from focus_tune.evaluation import evaluate  # noqa: E402
 from focus_tune.job import DataInfo  # noqa: E402
 from focus_tune.model_io import build_model  # noqa: E402
 from focus_tune.trainable import CHECKPOINT_FILE, _eval_gen  # noqa: E402

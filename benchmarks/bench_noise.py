@@ -40,7 +40,8 @@ from focus_tune.model_io import build_model
 from focus_tune.names import FAMILIES
 from focus_tune.plan import SearchPlan
 from focus_tune.temperature import paired_bootstrap_se
-from focus_tune.train import DeviceSplit, evaluate
+from focus_tune.device_split import DeviceSplit
+from focus_tune.evaluation import evaluate
 from focus_tune.trainable import _eval_gen
 
 

@@ -3,7 +3,7 @@
 Trains ONE unregularized ('none') model with a profile's training settings
 (search_spaces/<game>.yaml, default H.E.R.O. quick) on that profile's cached dataset, then
 fits temperatures on the validation split and evaluates the test split with the project's
-Monte Carlo evaluation (train.evaluate, the profile's M, the same generator seed for every
+Monte Carlo evaluation (evaluation.evaluate, the profile's M, the same generator seed for every
 variant, so the variants share their uniforms):
 
 * unscaled: T = 1;
@@ -37,7 +37,9 @@ from focus_tune.data import ensure_dataset, load_dataset
 from focus_tune.job import DataInfo
 from focus_tune.model_io import build_model
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import DeviceSplit, evaluate, seed_everything, teacher_forced_logits, train_one_epoch
+from focus_tune.train import seed_everything, train_one_epoch
+from focus_tune.device_split import DeviceSplit
+from focus_tune.evaluation import evaluate, teacher_forced_logits
 
 
 def old_per_entry(logits: torch.Tensor, labels: np.ndarray) -> temp.TemperatureFit:

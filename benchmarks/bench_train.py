@@ -12,7 +12,8 @@ import torch
 
 from focus_tune.model import Simulator
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import DeviceSplit, train_one_epoch
+from focus_tune.train import train_one_epoch
+from focus_tune.device_split import DeviceSplit
 
 
 def main() -> None:

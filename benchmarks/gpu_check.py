@@ -6,7 +6,7 @@ Prints, with the device's name:
    at the paper's sizes (3x84x84 frames with L = 300 and L = 200, FaceMed 3x64x64 with
    L = 100), fp32 and bf16 autocast, with the peak GPU memory of each;
 2. Monte Carlo validation time (M = 100) for the H.E.R.O. paper validation split
-   (16,769 items, L = 300) through ``focus_tune.train.evaluate``, the function every
+   (16,769 items, L = 300) through ``focus_tune.evaluation.evaluate``, the function every
    validation of every trial calls;
 3. aggregate samples/s with 1, 2, 4 and 8 trials sharing the GPU through Ray Tune at
    fractional GPUs (the real trainable, ``focus_tune.trainable.run_trial``, a few epochs
@@ -52,7 +52,9 @@ from focus_tune.config import load_search_config  # noqa: E402
 from focus_tune.data.profiles import get_spec  # noqa: E402
 from focus_tune.model import Simulator  # noqa: E402
 from focus_tune.regularization import LambdaSchedule  # noqa: E402
-from focus_tune.train import DeviceSplit, evaluate, train_one_epoch  # noqa: E402
+from focus_tune.train import train_one_epoch  # noqa: E402
+from focus_tune.device_split import DeviceSplit  # noqa: E402
+from focus_tune.evaluation import evaluate  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -183,7 +185,7 @@ def mc_validation(case: Case, device: torch.device, items: int, probe: int, budg
         out.update(full_s=per_item * items, extrapolated=True)
     out["forced_probe_s"] = timed(probe, absorbing="forced")
     # Where the probe's time goes: the sampler alone, at the trainable's chunk and a larger one.
-    from focus_tune.train import draw_samples
+    from focus_tune.evaluation import draw_samples
 
     images = _random_split(probe, case, device, seed=1).images
     for chunk in (64, 512):

@@ -10,7 +10,7 @@ Prints and writes (``--out DIR``/gpu_packed.json), with the device's name:
    ResNet-18 width 32, LSTM(128), batch 64; K = 16, 64), with peak GPU memory; the ratio is
    the pack's aggregate samples/s over the faster solo precision's.
 2. ``mc``: Monte Carlo validation (M = 100, every entry drawn from the model) at the paper
-   size: solo ``focus_tune.train.evaluate`` and ``focus_tune.packed_eval.evaluate_packed`` on
+   size: solo ``focus_tune.evaluation.evaluate`` and ``focus_tune.packed_eval.evaluate_packed`` on
    the same probe items (the two results must agree: ``same_metrics``), then the packed
    evaluation of the whole H.E.R.O. paper validation split (16,769 items, L = 300), with where
    its time goes (sampling, counting, metrics), and a pack of 4 on a quarter of it.
@@ -43,7 +43,9 @@ from focus_tune.model import Simulator  # noqa: E402
 from focus_tune.packed import Member, PackTrainer, new_pack  # noqa: E402
 from focus_tune.packed_eval import evaluate_packed  # noqa: E402
 from focus_tune.regularization import LambdaSchedule  # noqa: E402
-from focus_tune.train import DeviceSplit, evaluate, train_one_epoch  # noqa: E402
+from focus_tune.train import train_one_epoch  # noqa: E402
+from focus_tune.device_split import DeviceSplit  # noqa: E402
+from focus_tune.evaluation import evaluate  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,9 @@ from focus_tune.data import load_dataset
 from focus_tune.data.profiles import FACEMED, get_spec
 from focus_tune.model import Simulator
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import DeviceSplit, evaluate, seed_everything, train_one_epoch
+from focus_tune.train import seed_everything, train_one_epoch
+from focus_tune.device_split import DeviceSplit
+from focus_tune.evaluation import evaluate
 
 SCHEDULES = {
     "none": lambda L: LambdaSchedule.none(L),

@@ -2,8 +2,8 @@
 
 Pure functions (numpy, torch, the data generators' own samplers; no Ray, no MLflow). Every
 sampled baseline draws M sequences per test item and goes through the models' own Monte
-Carlo estimator (:func:`~focus_tune.train.estimates_from_samples`) and metrics
-(:func:`~focus_tune.train.score`), with the same M, the same bins and the same keys, so a
+Carlo estimator (:func:`~focus_tune.evaluation.estimates_from_samples`) and metrics
+(:func:`~focus_tune.evaluation.score`), with the same M, the same bins and the same keys, so a
 baseline's numbers carry the same Monte Carlo noise as a model's:
 
 * ``image-blind``: ignores the image. Each of the M sequences of an item is a training
@@ -38,8 +38,8 @@ import numpy as np
 
 from . import metrics, montecarlo
 from .names import TEMPERATURE_SCALED, TS_PREFIX
-from .train import (Estimates, condition_items, estimates_from_distributions, estimates_from_marginals,
-                    estimates_from_samples, score, test_result)
+from .evaluation import (Estimates, condition_items, estimates_from_distributions, estimates_from_marginals,
+                         estimates_from_samples, score, test_result)
 
 IMAGE_BLIND = "image-blind"
 ORACLE = "oracle"

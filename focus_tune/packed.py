@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state
 
 from .model import Simulator
-from .train import DeviceSplit
+from .device_split import DeviceSplit
 
 
 class PackedSimulator:

@@ -7,9 +7,9 @@ member draws its uniforms from its own generator on the CPU exactly as the solo 
 so a member's samples equal its solo samples (the same seed gives the same draws whatever the
 chunking: the CPU generator's stream does not depend on how it is cut).
 
-:func:`evaluate_packed` turns them into :func:`focus_tune.train.evaluate`'s result for each
+:func:`evaluate_packed` turns them into :func:`focus_tune.evaluation.evaluate`'s result for each
 member: counts, times and the leak on the device; the estimates of
-:func:`~focus_tune.train.estimates_from_samples` and :func:`~focus_tune.train.score` (the
+:func:`~focus_tune.evaluation.estimates_from_samples` and :func:`~focus_tune.evaluation.score` (the
 one implementation of the metrics) on the CPU, one thread per member. The counted estimator
 (the paper's and the default) is supported; the Rao-Blackwellized one and temperatures are
 the solo path's.
@@ -26,7 +26,8 @@ import torch
 
 from . import montecarlo
 from .packed import PackedSimulator, _lstm_cell
-from .train import ABSORBING_MODES, DeviceSplit, Estimates, score
+from .device_split import DeviceSplit
+from .evaluation import ABSORBING_MODES, Estimates, score
 
 # Rows (items x M) of all members simulated together: h, the cell and the gates take about
 # 6 x hidden x 4 bytes per row (2^19 rows at hidden 256: ~3 GB); the uniforms of the next
@@ -131,7 +132,7 @@ def leak(samples: torch.Tensor, event: int) -> tuple[float, int]:
 @torch.no_grad()
 def stay_probability(packed: PackedSimulator, images: torch.Tensor, sequences: torch.Tensor, event: int,
                      rows: int = 2**13) -> list[float]:
-    """:func:`focus_tune.train.event_stay_probability` of every member's teacher-forced logits.
+    """:func:`focus_tune.evaluation.event_stay_probability` of every member's teacher-forced logits.
 
     images [K, N, ...], sequences [K, N, L]: the mean p(y_i = event | x, y_<i) where the true
     y_{i-1} is the event; NaN where no item has it. ``rows`` (all members' items) per forward.
@@ -158,7 +159,7 @@ def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_
                     generators: Sequence[torch.Generator], n_bins: int = 10, alpha: float = 0.9,
                     absorbing: str = "model", per_entry: bool = False, rows: int = DEFAULT_ROWS,
                     threads: int | None = None) -> list[dict]:
-    """:func:`focus_tune.train.evaluate` (marginal and interval metrics, leak, p_stay) of every
+    """:func:`focus_tune.evaluation.evaluate` (marginal and interval metrics, leak, p_stay) of every
     member: member k on ``splits[k]`` (the same split object for a search's members, or each
     its own) with ``generators[k]``. The splits must have one size. ``threads`` (default: the
     CPU's) score the members, and the entries of each, in parallel.

@@ -29,7 +29,9 @@ from .metrics import item_influence, sequence_ece
 from .model_io import build_model
 from .names import SELECT_KEYS, TS_PREFIX
 from .temperature import GRID, TemperatureFit, choose_on_grid, live_mask, paired_bootstrap_se
-from .train import NonFiniteLoss, DeviceSplit, evaluate, seed_everything, test_result, train_one_epoch
+from .device_split import DeviceSplit
+from .evaluation import evaluate, test_result
+from .train import NonFiniteLoss, seed_everything, train_one_epoch
 
 CHECKPOINT_FILE = "checkpoint.pt"
 

@@ -256,7 +256,7 @@ def test_image_bayes_samples_follow_the_posterior_mixture():
 
 def test_exact_estimates_give_the_true_time_to_event_distribution():
     from focus_tune.montecarlo import interval, time_to_event
-    from focus_tune.train import estimates_from_marginals
+    from focus_tune.evaluation import estimates_from_marginals
 
     ages = np.array([45.0, 70.0, 88.0])
     L = 40

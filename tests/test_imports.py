@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "focus_tune"
 # Modules that are the math and the data: they import no orchestration, tracking, report or predict.
 LOWER = ("focus_tune.model", "focus_tune.regularization", "focus_tune.montecarlo", "focus_tune.metrics",
-         "focus_tune.train", "focus_tune.names", "focus_tune.config", "focus_tune.state", "focus_tune.rates",
+         "focus_tune.train", "focus_tune.evaluation", "focus_tune.device_split", "focus_tune.packed",
+         "focus_tune.packed_eval", "focus_tune.names", "focus_tune.config", "focus_tune.state", "focus_tune.rates",
          "focus_tune.plan", "focus_tune.trials", "focus_tune.data")
 UPPER = ("focus_tune.search", "focus_tune.predict", "focus_tune.tracking", "focus_tune.report",
          "focus_tune.trainable", "focus_tune.pyfunc")

@@ -20,7 +20,9 @@ from focus_tune.model import Simulator
 from focus_tune.packed import (Member, PackTrainer, PackedSimulator, load_member, load_member_optimizer,
                                member_model, member_optimizer_state, member_state_dict, new_pack)
 from focus_tune.packed_eval import evaluate_packed, sample_packed
-from focus_tune.train import DeviceSplit, evaluate, train_one_epoch
+from focus_tune.train import train_one_epoch
+from focus_tune.device_split import DeviceSplit
+from focus_tune.evaluation import evaluate
 
 REPO = Path(__file__).resolve().parents[1]
 L, C = 8, 5

@@ -103,7 +103,7 @@ def test_estimators_rao_blackwell_by_default_counted_on_request(tiny, images, ca
     """Both estimators use the same draws (same seed): the counted one is their frequencies, the
     default averages the model's conditionals along them; the prefix's entry is one-hot in both."""
     from focus_tune import montecarlo
-    from focus_tune.train import draw_samples
+    from focus_tune.evaluation import draw_samples
 
     _, rb, _ = run(capsys, "--model", tiny, images[0], "--json", "-M", 30, "--prefix", "b", "--seed", 2)
     _, counted, _ = run(capsys, "--model", tiny, images[0], "--json", "-M", 30, "--prefix", "b", "--seed", 2,

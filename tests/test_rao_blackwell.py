@@ -6,7 +6,8 @@ import torch
 
 from focus_tune.model import Simulator
 from focus_tune.montecarlo import marginal_probs, time_pmf, time_to_event
-from focus_tune.train import DeviceSplit, estimates_from_distributions, evaluate
+from focus_tune.device_split import DeviceSplit
+from focus_tune.evaluation import estimates_from_distributions, evaluate
 
 from chain import chain_simulator, exact_marginals
 

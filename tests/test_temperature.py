@@ -10,7 +10,8 @@ from scipy.special import log_softmax
 
 from focus_tune import montecarlo
 from focus_tune.temperature import BOUNDS, choose_on_grid, fit_per_entry, fit_pooled, live_mask, paired_bootstrap_se
-from focus_tune.train import DeviceSplit, draw_samples, evaluate, teacher_forced_logits
+from focus_tune.device_split import DeviceSplit
+from focus_tune.evaluation import draw_samples, evaluate, teacher_forced_logits
 
 from chain import chain_simulator, draw_chain
 

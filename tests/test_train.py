@@ -6,7 +6,9 @@ from focus_tune.metrics import sequence_metrics
 from focus_tune.model import Simulator
 from focus_tune.montecarlo import time_to_event
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import NonFiniteLoss, DeviceSplit, evaluate, seed_everything, train_one_epoch
+from focus_tune.train import NonFiniteLoss, seed_everything, train_one_epoch
+from focus_tune.device_split import DeviceSplit
+from focus_tune.evaluation import evaluate
 
 from chain import chain_simulator, draw_chain, exact_marginals
 

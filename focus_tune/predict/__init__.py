@@ -1,6 +1,6 @@
 """Use a searched model: ``python -m focus_tune.predict --model URI IMAGE_OR_FOLDER...``.
 
-For every input image, M sequences are sampled from the simulator (``train.draw_samples``,
+For every input image, M sequences are sampled from the simulator (``evaluation.draw_samples``,
 the sampler of the search) and turned into Monte Carlo estimates: the marginal probability
 of every class at every entry, the same given a prefix of the first entries (``--prefix``,
 exact conditioning: the prefix is forced while sampling), and the time to the event (END /

@@ -49,7 +49,7 @@ def predict_one(loaded: Loaded, item: Item, num_samples: int, seed: int, alpha: 
     import torch
 
     from .. import metrics, montecarlo
-    from ..train import draw_samples
+    from ..evaluation import draw_samples
 
     if estimator not in ESTIMATORS:
         raise PredictError(f"estimator {estimator!r}: expected one of {', '.join(ESTIMATORS)}")

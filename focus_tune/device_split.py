@@ -1,0 +1,41 @@
+"""A split's tensors on the device a model trains and is evaluated on (``DeviceSplit``).
+
+Training (``train.py``, ``packed.py``) and evaluation (``evaluation.py``, ``packed_eval.py``)
+both take it; it is moved to the device once per trial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class DeviceSplit:
+    """Tensors of one split, already on the training device.
+
+    images: uint8 [N, C, H, W]; sequences: long [N, L]; time_to_event: long [N];
+    exact_marginals: float [N, L, c] or None (only where the data has ground truth).
+    """
+
+    images: torch.Tensor
+    sequences: torch.Tensor
+    time_to_event: torch.Tensor
+    exact_marginals: np.ndarray | None = None
+
+    @classmethod
+    def from_arrays(cls, split, device="cpu", items: int | None = None) -> "DeviceSplit":
+        """From a data split with numpy arrays; moved to ``device`` once. ``items`` keeps the first n."""
+        n = len(split.sequences) if items is None else min(items, len(split.sequences))
+        exact = None if split.exact_marginals is None else np.asarray(split.exact_marginals[:n])
+        return cls(
+            images=torch.as_tensor(np.asarray(split.images[:n])).to(device),
+            sequences=torch.as_tensor(np.asarray(split.sequences[:n]), dtype=torch.long).to(device),
+            time_to_event=torch.as_tensor(np.asarray(split.time_to_event[:n]), dtype=torch.long),
+            exact_marginals=exact,
+        )
+
+    def __len__(self) -> int:
+        return len(self.sequences)

@@ -1,0 +1,277 @@
+"""Monte Carlo evaluation in plain PyTorch and numpy: no Ray, no MLflow.
+
+``evaluate`` draws M Monte Carlo sequences per item and returns the paper's metrics under
+the keys used everywhere else (Tune results, MLflow, reports): ``marginal/ece``,
+``conditional/auc``, ``interval/coverage``, ... ``score`` turns any estimates (sampled,
+Rao-Blackwellized, a baseline's, a pack's: ``packed_eval.py``) into those metrics, so every
+row of every table is scored by one implementation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from . import metrics, montecarlo
+from .device_split import DeviceSplit
+from .model import Simulator
+
+
+ABSORBING_MODES = ("model", "forced")
+
+
+def draw_samples(
+    model: Simulator,
+    images: torch.Tensor,
+    num_samples: int,
+    length: int,
+    generator: torch.Generator,
+    absorbing: int | None,
+    prefix: list[int] | None = None,
+    chunk: int = 64,
+    temperature: torch.Tensor | None = None,
+    rao_blackwell: int | None = None,
+):
+    """Monte Carlo sequences for every image, ``chunk`` images at a time: [N, M, L] on CPU.
+
+    ``absorbing``: the class forced to repeat once drawn, or None to draw every entry from
+    the model (see :meth:`Simulator.sample`). ``rao_blackwell`` (the event class): return
+    (samples, marginals [N, L, c], time_pmf [N, L]), the Rao-Blackwellized estimates of
+    the same draws (:meth:`Simulator.sample`).
+    """
+    parts = [
+        model.sample(images[i : i + chunk], num_samples, length, generator, prefix=prefix, absorbing=absorbing,
+                     temperature=temperature, rao_blackwell=rao_blackwell)
+        for i in range(0, len(images), chunk)
+    ]
+    if rao_blackwell is None:
+        return torch.cat([p.cpu() for p in parts])
+    return tuple(torch.cat([p[k].cpu() for p in parts]) for k in range(3))
+
+
+@torch.no_grad()
+def teacher_forced_logits(model: Simulator, data: DeviceSplit, chunk: int = 256) -> torch.Tensor:
+    """Logits z [N, L, c] (float64, CPU) of every item given its true previous entries."""
+    model.eval()
+    out = [model(data.images[i : i + chunk], data.sequences[i : i + chunk]).double().cpu()
+           for i in range(0, len(data), chunk)]
+    return torch.cat(out)
+
+
+def event_stay_probability(logits: torch.Tensor, sequences: torch.Tensor, event: int,
+                           temperature: torch.Tensor | None = None) -> float:
+    """The model's mean p(y_i = event | x, y_<i) where the true y_{i-1} is the event.
+
+    logits [N, L, c] (teacher forced), sequences [N, L]; temperature [L] rescales entry i.
+    The true processes are absorbing, so 1 is right; the penalty of eq. 2 pulls it lower.
+    NaN when no item has the event before its last entry.
+    """
+    z = logits if temperature is None else logits / temperature.double().view(1, -1, 1)
+    p = torch.softmax(z, dim=-1)[:, 1:, event]  # (N, L-1): p(y_i = event), i = 2..L
+    after = sequences[:, :-1].cpu() == event
+    return float(p[after].mean()) if bool(after.any()) else float("nan")
+
+
+def _prefixed(stats: dict, prefix: str) -> dict[str, float]:
+    return {f"{prefix}/{k}": v for k, v in stats.items() if k != "per_entry"}
+
+
+@dataclass
+class Estimates:
+    """What the metrics score, however it was estimated (Monte Carlo samples, frequencies).
+
+    probs [N, L, c]: P(Y_i = a | x); lo, hi, point [N]: the time-to-event interval and
+    point estimate; cond_probs [K, L-1, c]: P(Y_i = a | Y_1 = b, x) for i = 2..L on the K
+    items whose true Y_1 is b (None when not evaluated); time_pmf [N, L]: P(T = t | x) for
+    t = 1..L, the distribution the interval comes from (None: no CRPS).
+    """
+
+    probs: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    point: np.ndarray
+    cond_probs: np.ndarray | None = None
+    time_pmf: np.ndarray | None = None
+
+
+def estimates_from_samples(samples, cond_samples, event: int, num_classes: int, alpha: float) -> Estimates:
+    """The paper's Monte Carlo estimators: samples [N, M, L] (and [K, M, L] drawn with Y_1 forced)."""
+    times = montecarlo.time_to_event(samples, event)  # (N, M)
+    lo, hi = montecarlo.interval(times, alpha)
+    cond = None if cond_samples is None else montecarlo.marginal_probs(cond_samples, num_classes)[:, 1:]
+    return Estimates(montecarlo.marginal_probs(samples, num_classes), lo, hi, times.mean(axis=1), cond,
+                     montecarlo.time_pmf(times, samples.shape[-1]))
+
+
+ESTIMATORS = ("counted", "rao_blackwell")
+
+
+def estimates_from_distributions(probs, time_pmf, cond_probs, alpha: float) -> Estimates:
+    """Estimates from probabilities [N, L, c] and a time-to-event pmf [N, L] on t = 1..L.
+
+    The interval is the pmf's own quantile pair: the smallest t with P(T <= t) >=
+    (1 - alpha) / 2, and with >= (1 + alpha) / 2 (the limit of the sampled interval as M
+    grows); the point estimate is the pmf's mean.
+    """
+    pmf = np.asarray(time_pmf, dtype=np.float64)
+    lo, hi = (montecarlo.pmf_quantile(pmf, q) for q in ((1 - alpha) / 2, (1 + alpha) / 2))
+    cond = None if cond_probs is None else np.asarray(cond_probs, dtype=np.float64)
+    return Estimates(np.asarray(probs, dtype=np.float64), lo, hi, pmf @ np.arange(1, pmf.shape[1] + 1), cond, pmf)
+
+
+def estimates_from_marginals(probs, cond_probs, event: int, alpha: float) -> Estimates:
+    """Estimates of a predictor that knows its probabilities (no sampling): probs [N, L, c].
+
+    The event is absorbing, so P(T <= t) = P(Y_t = event) for t < L, and T = L takes the
+    rest (censored at L, as for samples); the interval and point as in
+    :func:`estimates_from_distributions`.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    cdf = np.maximum.accumulate(probs[:, :, event], axis=1)  # (N, L); monotone against rounding
+    cdf[:, -1] = 1.0
+    return estimates_from_distributions(probs, np.diff(cdf, axis=1, prepend=0.0), cond_probs, alpha)
+
+
+def condition_items(labels: np.ndarray, condition_class: int | None) -> np.ndarray | None:
+    """Indices of the items whose true Y_1 is the condition, or None when too few (< 2) or none asked."""
+    if condition_class is None:
+        return None
+    keep = np.flatnonzero(labels[:, 0] == condition_class)
+    return keep if len(keep) > 1 else None
+
+
+def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: int = 10,
+          exact_marginals: np.ndarray | None = None, condition_class: int | None = None, alpha: float = 0.9,
+          groups: dict[str, np.ndarray] | None = None, threads: int = 1) -> tuple[dict, dict]:
+    """The paper's metrics of some estimates under the keys used everywhere (``marginal/ece``, ...).
+
+    labels [N, L], true_times [N]; exact_marginals [N, L, c] adds ``marginal/rmse``. With
+    ``condition_class`` the conditional metrics score ``est.cond_probs`` on the items of
+    :func:`condition_items`. ``alpha`` is the interval's level (for the interval score);
+    ``est.time_pmf`` adds ``interval/crps``; ``groups`` (name -> item mask [N]) add the
+    coverage of each group, ``interval/coverage_<name>``. ``threads``: the marginal metrics'
+    (:func:`focus_tune.metrics.sequence_metrics`). Returns (metrics, entry-level arrays).
+    """
+    marginal = metrics.sequence_metrics(est.probs, labels, n_bins, threads=threads)
+    out = _prefixed(marginal, "marginal")
+    extras: dict = {"marginal": marginal["per_entry"]}
+    out.update(_prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha), "interval"))
+    if est.time_pmf is not None:
+        out["interval/crps"] = metrics.crps(est.time_pmf, true_times)
+    for name, mask in (groups or {}).items():
+        mask = np.asarray(mask, dtype=bool)
+        inside = (true_times >= est.lo) & (true_times <= est.hi)
+        out[f"interval/coverage_{name}"] = float(inside[mask].mean()) if mask.any() else float("nan")
+    extras["interval"] = {"lo": est.lo, "hi": est.hi, "point": est.point, "true": true_times}
+    if exact_marginals is not None:
+        rmse = metrics.rmse_per_entry(est.probs, exact_marginals)
+        out["marginal/rmse"] = float(rmse.mean())
+        extras["marginal"]["rmse"] = rmse
+    if condition_class is not None:
+        keep = condition_items(labels, condition_class)
+        out["conditional/items"] = float(0 if keep is None else len(keep))
+        if keep is not None and est.cond_probs is not None:
+            # Entry 1 is forced (certain) for every item: score entries 2..L only.
+            conditional = metrics.sequence_metrics(est.cond_probs, labels[keep, 1:], n_bins)
+            out.update(_prefixed(conditional, "conditional"))
+            extras["conditional"] = conditional["per_entry"]
+    return out, extras
+
+
+def evaluate(
+    model: Simulator,
+    data: DeviceSplit,
+    num_samples: int,
+    event: int,
+    generator: torch.Generator,
+    n_bins: int = 10,
+    alpha: float = 0.9,
+    condition_class: int | None = None,
+    per_entry: bool = False,
+    absorbing: str = "model",
+    temperature: torch.Tensor | None = None,
+    groups: dict[str, np.ndarray] | None = None,
+    estimator: str = "counted",
+) -> dict:
+    """Monte Carlo evaluation: marginal metrics, interval metrics and, if asked, conditional ones.
+
+    Marginal P(Y_i | x) and the time-to-event interval come from one set of M samples per
+    item. With ``condition_class`` = b, a second set is drawn with Y_1 forced to b (exact
+    conditioning) and scored on the items whose true Y_1 is b. Where the data has exact
+    marginals, ``marginal/rmse`` (to the truth) is added.
+
+    ``absorbing``: "model" (default) draws every entry from the model, so a model that
+    leaves the event class after reaching it is scored with that leak; "forced" makes the
+    event repeat once drawn (faster; exact only for a model that is itself absorbing).
+    Either way ``marginal/leak`` is the fraction of sampled sequences that reach the event
+    and later leave it (0 when forced) and ``marginal/p_stay`` the model's mean teacher-forced
+    p(event -> event) on the data. ``temperature`` [L] samples from softmax(z_i / T_i);
+    ``groups`` (name -> item mask) add the coverage per group (see :func:`score`).
+    ``estimator``: "counted" (the paper's: class frequencies and the sampled times'
+    quantiles) or "rao_blackwell" (the same draws, each entry's probabilities averaged over
+    the model's conditionals at the sampled prefixes: unbiased with less Monte Carlo noise;
+    the interval from the resulting time-to-event pmf).
+    With ``per_entry`` the entry-level arrays are returned under ``"per_entry"`` (for
+    reports and plots).
+    """
+    if absorbing not in ABSORBING_MODES:
+        raise ValueError(f"absorbing must be one of {ABSORBING_MODES}, got {absorbing!r}")
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    model.eval()
+    c, L = model.num_classes, data.sequences.shape[1]
+    forced = event if absorbing == "forced" else None
+    labels = data.sequences.cpu().numpy()
+    rb = event if estimator == "rao_blackwell" else None
+    drawn = draw_samples(model, data.images, num_samples, L, generator, absorbing=forced, temperature=temperature,
+                         rao_blackwell=rb)
+    keep = condition_items(labels, condition_class)
+    cond = None
+    if keep is not None:
+        cond = draw_samples(model, data.images[torch.as_tensor(keep, device=data.images.device)], num_samples, L,
+                            generator, forced, prefix=[condition_class], temperature=temperature, rao_blackwell=rb)
+    if rb is None:
+        samples = drawn
+        est = estimates_from_samples(samples, cond, event, c, alpha)
+    else:
+        samples, marginals, pmf = drawn
+        est = estimates_from_distributions(marginals.numpy(), pmf.numpy(),
+                                           None if cond is None else cond[1].numpy()[:, 1:], alpha)
+    out, extras = score(est, labels, data.time_to_event.cpu().numpy(), n_bins, data.exact_marginals, condition_class,
+                        alpha, groups)
+    out["marginal/leak"], _ = montecarlo.leak(samples, event)
+    out["marginal/p_stay"] = event_stay_probability(teacher_forced_logits(model, data), data.sequences, event,
+                                                    temperature)
+    if per_entry:
+        out["per_entry"] = extras
+        out["probs"] = est.probs
+    return out
+
+
+def test_result(out: dict, extras: dict, probs: np.ndarray, labels: np.ndarray, n_bins: int,
+                entries: list[int] | None = None) -> dict:
+    """The flat test result of the reports: ``test/<metric>`` keys and ``test_per_entry``.
+
+    ``test_per_entry`` (plain lists and numbers, ready for a JSON file) holds the entry-level arrays of :func:`score` and reliability
+    curves of the marginal probabilities [N, L, c] at ``entries`` (1-based; default the
+    first, L/4 and L/2): the report draws its figures from them.
+    """
+    L = labels.shape[1]
+    per_entry = dict(extras)
+    per_entry["reliability"] = {
+        str(i): metrics.reliability_curve(probs[:, i - 1], labels[:, i - 1], n_bins)
+        for i in (entries or sorted({1, L // 4 + 1, L // 2 + 1}))
+    }
+    result = {f"test/{k}": v for k, v in out.items()}
+    result["test_per_entry"] = _jsonable(per_entry)
+    return result
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        return [None if not np.isfinite(x) else float(x) for x in obj.ravel()]
+    return obj
