@@ -9,6 +9,7 @@ the way turns it into a dict.
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,6 +97,54 @@ class TrialJob:
         return self.source_checkpoint is None
 
 
-def job_of(trial) -> TrialJob:
+@dataclass(frozen=True)
+class PackJob:
+    """Trainings run as one trial (``--pack K``): a pack of members trained as one program
+    (``focus_tune.packed``), each member a :class:`TrialJob` that keeps everything a trial
+    has: its MLflow run, its row in the search state, its checkpoint (a folder named after
+    it in the pack's checkpoint), its decision. Its results come under ``"members"``
+    (:func:`member_results`)."""
+
+    jobs: tuple[TrialJob, ...]
+
+    @property
+    def trial_id(self) -> str:
+        """The Tune trial's name: the first member's id and how many more ride along."""
+        return f"{self.jobs[0].trial_id}+{len(self.jobs) - 1}"
+
+    @property
+    def train(self) -> TrainConfig:
+        return self.jobs[0].train
+
+    @property
+    def threads(self) -> int:
+        return self.jobs[0].threads
+
+
+# A pack's result: {member trial id: that member's result, as a solo trial's}, as JSON text (Tune
+# flattens nested results on their way to the searcher; one string arrives as it was sent).
+MEMBERS_KEY = "members"
+
+
+def pack_result(members: dict[str, dict], **shared) -> dict:
+    """A pack's report: the members' results (trial id -> result) and the pack's own keys."""
+    return {**shared, MEMBERS_KEY: json.dumps(members)}
+
+
+def job_of(trial) -> "TrialJob | PackJob":
     """The job of a Ray Tune ``Trial`` (driver side: callbacks, searcher)."""
     return trial.config[CONFIG_KEY]
+
+
+def jobs_of(job: "TrialJob | PackJob") -> list[TrialJob]:
+    """The trainings a trial runs: a pack's members, or the one job."""
+    return list(job.jobs) if isinstance(job, PackJob) else [job]
+
+
+def member_results(job: "TrialJob | PackJob", result: dict) -> dict[str, dict]:
+    """Trial id -> its result in one report of a trial: a pack's members that reported in it
+    (with the report's ``timestamp`` and ``time_total_s``), or the solo trial's result."""
+    if not isinstance(job, PackJob):
+        return {job.trial_id: result}
+    shared = {k: result[k] for k in ("timestamp", "time_total_s", "node_id") if k in result}
+    return {tid: {**shared, **r} for tid, r in json.loads(result.get(MEMBERS_KEY) or "{}").items()}

@@ -9,17 +9,18 @@ parameters of K members (``torch.func.stack_module_state``) and runs them as one
   member's running statistics, which are stacked buffers). ``vmap`` over the members (grouped
   convolutions) was tried and dropped: on CUDA its BatchNorm failed under channels_last
   (fp32) and in bf16's backward;
-- the LSTM as a batched recurrence, one ``baddbmm`` per entry for all members (the
+- on a GPU, the LSTM as a batched recurrence, one ``baddbmm`` per entry for all members (the
   input-to-gate product depends only on the previous class: a table of c + 1 rows per
-  member, applied as a product with the one-hot inputs);
-- the head as one ``baddbmm``;
+  member, applied as a product with the one-hot inputs), and the head as one ``baddbmm``;
+  on a CPU, the solo model's own LSTM and head calls member by member, so that a member is
+  bit for bit the trial it replaces (tests compare them with ``==``);
 - on a GPU, the whole step (gather, forward, backward, Adam) captured once as a CUDA graph
   (:class:`PackTrainer`), which removes the launch cost of the per-entry kernels.
 
 Each member keeps its own initial weights (its seed), lambda schedule, batch order (its own
 generator), Adam state (Adam is elementwise, so one Adam over the stacked tensors is K Adams)
 and, for replication, its own dataset. A member trains exactly as the same trial alone, up
-to floating-point reordering (tests/test_packed.py states the tolerance). A member whose
+to floating-point reordering on a GPU, and exactly on a CPU (tests/test_packed.py). A member whose
 loss turns NaN or infinite is marked failed with the same message a solo trial raises; its
 numbers stay its own (no operation mixes members), and the others go on.
 
@@ -109,15 +110,35 @@ class PackedSimulator:
             emb = torch.baddbmm(self.params["to_h0.bias"].unsqueeze(1), emb, self.params["to_h0.weight"].transpose(1, 2))
         return emb
 
+    @property
+    def batched(self) -> bool:
+        """The LSTM and the head as batched products over the members (on a GPU: one kernel per
+        entry for all members), or one solo call per member (on a CPU: oneDNN's LSTM and the
+        solo model's own operations, so a member is bit for bit its solo trial)."""
+        return self.device.type == "cuda"
+
     def _gate_table(self) -> torch.Tensor:
-        """token embedding @ W_ih^T + both biases: [K, c + 1, 4H], the input gates of each previous class."""
+        """token embedding @ W_ih^T + both biases: [K, c + 1, 4H], the input gates of each
+        previous class (the solo sampler's table, in its order of operations)."""
         p = self.params
-        bias = (p["lstm.bias_ih_l0"] + p["lstm.bias_hh_l0"]).unsqueeze(1)
-        return torch.baddbmm(bias, p["token.weight"], p["lstm.weight_ih_l0"].transpose(1, 2))
+        return torch.bmm(p["token.weight"], p["lstm.weight_ih_l0"].transpose(1, 2)) \
+            + p["lstm.bias_ih_l0"].unsqueeze(1) + p["lstm.bias_hh_l0"].unsqueeze(1)
 
     def _head(self, h: torch.Tensor) -> torch.Tensor:
         """h [K, R, H] -> logits [K, R, c]."""
-        return torch.baddbmm(self.params["head.bias"].unsqueeze(1), h, self.params["head.weight"].transpose(1, 2))
+        w, b = self.params["head.weight"], self.params["head.bias"]
+        if self.batched:
+            return torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+        return torch.stack([F.linear(h[k], w[k], b[k]) for k in range(self.size)])
+
+    def step_gates(self, table: torch.Tensor, prev: torch.Tensor, h: torch.Tensor,
+                   w_hh_t: torch.Tensor) -> torch.Tensor:
+        """One sampling step's gates: table [K, c + 1, 4H], previous classes [K, R], h [K, R, H],
+        W_hh^T [K, H, 4H] -> [K, R, 4H] (the solo sampler's ``addmm`` per member on a CPU)."""
+        if self.batched:
+            member = torch.arange(self.size, device=prev.device).view(-1, 1)
+            return torch.baddbmm(table[member, prev], h, w_hh_t)
+        return torch.stack([torch.addmm(table[k][prev[k]], h[k], w_hh_t[k]) for k in range(self.size)])
 
     def forward(self, images: torch.Tensor, sequences: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits: images uint8 [K, B, C, H, W], sequences long [K, B, L] -> [K, B, L, c]."""
@@ -125,6 +146,15 @@ class PackedSimulator:
         start = torch.full((K, B, 1), self.start_token, dtype=torch.long, device=sequences.device)
         inputs = torch.cat([start, sequences[:, :, :-1]], dim=2)  # (K, B, L)
         h = self.encode(images)  # (K, B, H)
+        p = self.params
+        if not self.batched:  # the solo model's nn.LSTM call, member by member
+            out = torch.stack([
+                torch.lstm(F.embedding(inputs[k], p["token.weight"][k]),
+                           (h[k].unsqueeze(0), torch.zeros_like(h[k]).unsqueeze(0)),
+                           [p["lstm.weight_ih_l0"][k], p["lstm.weight_hh_l0"][k], p["lstm.bias_ih_l0"][k],
+                            p["lstm.bias_hh_l0"][k]], True, 1, 0.0, self.training, False, True)[0]
+                for k in range(K)])  # (K, B, L, H)
+            return self._head(out.reshape(K, B * L, -1)).view(K, B, L, -1)
         table = self._gate_table()  # (K, c + 1, 4H)
         # Every entry's input gates as one product with the one-hot inputs, time-major (K, L, B, 4H):
         # its backward is a product too, where an indexed gather's would scatter-add B x L rows
@@ -133,7 +163,7 @@ class PackedSimulator:
         # unbind: one view per entry whose backward stacks the entries' gradients once (gx[:, i]
         # would add a full-size gradient of gx per entry: L^2 memory traffic).
         gx = torch.bmm(onehot.view(K, L * B, -1), table).view(K, L, B, -1).unbind(1)
-        w_hh = self.params["lstm.weight_hh_l0"].transpose(1, 2)  # (K, H, 4H)
+        w_hh = p["lstm.weight_hh_l0"].transpose(1, 2)  # (K, H, 4H)
         if torch.is_autocast_enabled(h.device.type):  # cast once here, not at every entry
             w_hh = w_hh.to(torch.get_autocast_dtype(h.device.type))
         cell = torch.zeros_like(h)

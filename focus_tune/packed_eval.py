@@ -88,12 +88,11 @@ def _sample_chunk(packed, images, M, L, u, absorbing):
     w_hh = packed.params["lstm.weight_hh_l0"].transpose(1, 2)
     h = packed.encode(images).repeat_interleave(M, dim=1)  # (K, R, H)
     cell = torch.zeros_like(h)
-    member = torch.arange(K, device=device).view(K, 1)
     prev = torch.full((K, R), packed.start_token, dtype=torch.long, device=device)
     out = torch.empty(K, R, L, dtype=torch.uint8, device=device)
     done = torch.zeros(K, R, dtype=torch.bool, device=device) if absorbing is not None else None
     for i in range(L):
-        h, cell = _lstm_cell(torch.baddbmm(table[member, prev], h, w_hh), cell)
+        h, cell = _lstm_cell(packed.step_gates(table, prev, h, w_hh), cell)
         p = torch.softmax(packed._head(h).double(), dim=-1)  # (K, R, c)
         draw = torch.searchsorted(p.cumsum(dim=-1), u[i].unsqueeze(-1)).squeeze(-1).clamp_(max=c - 1)
         if done is not None:
@@ -141,18 +140,18 @@ def stay_probability(packed: PackedSimulator, images: torch.Tensor, sequences: t
     packed.eval()
     K, N, L = sequences.shape
     chunk = max(1, rows // K)
-    total = torch.zeros(K, dtype=torch.float64, device=sequences.device)
-    count = torch.zeros(K, dtype=torch.float64, device=sequences.device)
+    stays: list[list[torch.Tensor]] = [[] for _ in range(K)]
     try:
         for i in range(0, N, chunk):
             y = sequences[:, i : i + chunk]
             p = torch.softmax(packed(images[:, i : i + chunk], y).double(), dim=-1)[:, :, 1:, event]
             after = y[:, :, :-1] == event
-            total += torch.where(after, p, 0.0).sum(dim=(1, 2))
-            count += after.sum(dim=(1, 2))
+            for k in range(K):
+                stays[k].append(p[k][after[k]])
     finally:
         packed.train(was_training)
-    return [float(t / n) if n else float("nan") for t, n in zip(total.tolist(), count.tolist())]
+    # The mean of the values in item order, as the solo function takes it (the same rounding).
+    return [float(torch.cat(s).mean()) if sum(len(t) for t in s) else float("nan") for s in stays]
 
 
 def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_samples: int, event: int,

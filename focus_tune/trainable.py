@@ -24,7 +24,8 @@ from ray import tune
 
 from .atomic import disk_full
 from .data import evaluation_groups
-from .job import CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, Splits, TrialJob, encode_influence
+from .job import (CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, PackJob, Splits, TrialJob,
+                  encode_influence, pack_result)
 from .metrics import item_influence, sequence_ece
 from .model_io import build_model
 from .names import SELECT_KEYS, TS_PREFIX
@@ -38,10 +39,14 @@ CHECKPOINT_FILE = "checkpoint.pt"
 
 def save_checkpoint(directory: str, model, optimizer, epoch: int, generator: torch.Generator,
                     metrics: dict, with_optimizer: bool = True) -> None:
-    """The one checkpoint schema: model, optimizer (omitted when training is over), epoch, RNG, metrics."""
+    """The one checkpoint schema: model, optimizer (omitted when training is over), epoch, RNG, metrics.
+
+    ``optimizer``: the optimizer, or its ``state_dict`` already taken (a pack member's part of
+    the pack's Adam, ``packed.member_optimizer_state``)."""
+    opt_state = optimizer if isinstance(optimizer, dict) else optimizer.state_dict()
     state = {
         "model": model.state_dict(),
-        "optimizer": optimizer.state_dict() if with_optimizer else None,
+        "optimizer": opt_state if with_optimizer else None,
         "epoch": epoch,
         "generator": generator.get_state(),
         "metrics": metrics,
@@ -74,7 +79,10 @@ def run_trial(config: dict, data: Splits, on_epoch=None) -> None:
     same full disk, and the driver stops the search on it rather than score the trial as failed.
     """
     try:
-        _run_trial(config, data, on_epoch)
+        if isinstance(config[CONFIG_KEY], PackJob):
+            _run_pack(config[CONFIG_KEY], data)
+        else:
+            _run_trial(config, data, on_epoch)
     except OSError as err:
         if disk_full(err) is None:
             raise
@@ -167,6 +175,114 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
             evaluate_and_report(epoch, result)
         else:
             tune.report(result)
+
+
+def _run_pack(pack: PackJob, data: Splits) -> None:
+    """A pack's trainings as one program (``focus_tune.packed``): every member trains, is
+    validated, checkpointed and tested exactly as :func:`_run_trial` would do it alone (on a
+    CPU bit for bit, on a GPU up to rounding). Each report holds the members' results under
+    ``"members"``; a checkpoint holds one folder per member, named after it, in the solo
+    schema (a resumed search continues a member alone from it). A member whose loss turns
+    non-finite reports ``failed`` once and stops; the others go on. A retry after a crash
+    continues every member from the pack's last checkpoint.
+    """
+    from .packed import (Member, PackTrainer, PackedSimulator, load_member, load_member_optimizer, member_model,
+                         member_optimizer_state, new_pack)
+    from .packed_eval import evaluate_packed
+
+    jobs, train, info = pack.jobs, pack.train, pack.jobs[0].data
+    torch.set_num_threads(max(1, pack.threads))
+    device = _device()
+    models, generators = [], []
+    for job in jobs:  # each member's initial weights and batch order as alone
+        generators.append(seed_everything(job.spec.seed))
+        model = build_model(train, info).to(device)
+        models.append(model.to(memory_format=torch.channels_last) if device.type == "cuda" else model)
+    template = models[0]
+    packed, optimizer = new_pack(models, train.lr, device, capturable=device.type == "cuda")
+    members = [Member(job.spec.schedule.tensor(), g) for job, g in zip(jobs, generators)]
+    common = dict(event=info.event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing,
+                  estimator=train.estimator)
+    if train.estimator != "counted":
+        raise ValueError(f"a pack validates with the counted estimator; estimator {train.estimator!r}: use --pack 1")
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:  # a retry: every member from the pack's last checkpoint
+        with checkpoint.as_directory() as d:
+            for k, job in enumerate(jobs):
+                path = os.path.join(d, job.trial_id)
+                if not os.path.isdir(path):  # failed (and reported) before that checkpoint
+                    members[k].failed = "its loss became non-finite before the pack's last checkpoint"
+                    continue
+                state = load_checkpoint(tune.Checkpoint(path))
+                load_member(packed, k, state["model"])
+                load_member_optimizer(optimizer, packed, k, state["optimizer"])
+                members[k].generator.set_state(state["generator"])
+                start = state["epoch"]
+    reported = {job.trial_id for job, m in zip(jobs, members) if m.failed}
+    train_split = DeviceSplit.from_arrays(data.train, device)
+    val_split = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
+    trainer = PackTrainer(packed, optimizer, [train_split], members, train.batch_size,
+                          autocast=device.type == "cuda" and train.precision == "bf16", cuda_graph=device.type == "cuda")
+    node = ray.get_runtime_context().get_node_id()
+
+    def evaluate_and_report(epoch: int, results: dict) -> None:
+        t0 = time.perf_counter()
+        alive = [k for k, m in enumerate(members) if m.failed is None]
+        final = epoch == train.epochs
+        group = packed if len(alive) == packed.size else PackedSimulator([member_model(packed, k, template)
+                                                                          for k in alive])
+        vals = evaluate_packed(group, [val_split] * len(alive), train.num_samples, info.event,
+                               [_eval_gen(jobs[k].spec.seed, epoch) for k in alive], train.ece_bins, train.alpha,
+                               train.absorbing, per_entry=True, threads=max(1, pack.threads))
+        eval_s = (time.perf_counter() - t0) / max(1, len(alive))
+        with tempfile.TemporaryDirectory() as d:
+            for k, val in zip(alive, vals):
+                job = jobs[k]
+                val.pop("per_entry")
+                probs = val.pop("probs")
+                last_val = {f"val/{key.removeprefix('marginal/')}": v for key, v in val.items()
+                            if key.startswith("marginal/")}
+                result = results[job.trial_id]
+                result.update(last_val)
+                result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
+                if final and not job.evaluate_test:
+                    result[INFLUENCE_KEY] = encode_influence(item_influence(
+                        probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins))
+                result["time/eval_s"] = eval_s
+                folder = os.path.join(d, job.trial_id)
+                os.makedirs(folder)
+                model = member_model(packed, k, template)
+                save_checkpoint(folder, model, member_optimizer_state(optimizer, packed, k), epoch,
+                                members[k].generator, last_val, with_optimizer=not final)
+                if final and job.evaluate_test:
+                    result.update(_test_metrics(model.eval(), data, job, common, device, folder))
+            tune.report(pack_result(results, epoch=epoch, node_id=node), checkpoint=tune.Checkpoint.from_directory(d))
+
+    if start >= train.epochs:  # its last checkpoint saved, its results not recorded: evaluate again
+        evaluate_and_report(train.epochs, {job.trial_id: {"epoch": train.epochs} for job, m in zip(jobs, members)
+                                           if m.failed is None})
+        return
+    for epoch in range(start + 1, train.epochs + 1):
+        t0 = time.perf_counter()
+        outs = trainer.epoch()
+        train_s = time.perf_counter() - t0
+        results = {}
+        for job, out in zip(jobs, outs):
+            if job.trial_id in reported:
+                continue
+            if "failed" in out:  # as a solo trial's NonFiniteLoss: reported once, marked failed
+                results[job.trial_id] = {"epoch": epoch, "failed": 1, "error": out["failed"]}
+                reported.add(job.trial_id)
+            else:
+                results[job.trial_id] = {**out, "time/train_s": train_s, "epoch": epoch}
+        if len(reported) == len(jobs):
+            tune.report(pack_result(results, epoch=epoch, node_id=node))
+            return
+        if epoch % train.eval_every == 0 or epoch == train.epochs:
+            evaluate_and_report(epoch, results)
+        else:
+            tune.report(pack_result(results, epoch=epoch, node_id=node))
 
 
 def _eval_gen(seed: int, epoch: int) -> torch.Generator:

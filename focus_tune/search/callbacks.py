@@ -9,7 +9,7 @@ from typing import Callable
 from ray.tune import Callback
 
 from ..atomic import disk_full
-from ..job import job_of
+from ..job import PackJob, job_of, jobs_of, member_results
 from ..progress import Progress
 from ..state import DiskFull
 from .storage import SearchState, checkpoint_uri
@@ -28,6 +28,7 @@ class MLflowCallback(Callback):
     def __init__(self, tracker, state: SearchState):
         self.tracker, self.state = tracker, state
         self.error: BaseException | None = None
+        self.ended: set[str] = set()  # pack members whose runs ended while their pack went on
 
     def _send(self, method, *args, **kwargs) -> None:
         try:
@@ -46,27 +47,39 @@ class MLflowCallback(Callback):
             raise self.error
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self._send(self.tracker.start_trial, job_of(trial))
+        for job in jobs_of(job_of(trial)):  # a pack's members: a child run each
+            self._send(self.tracker.start_trial, job)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        self._send(self.tracker.log_result, job_of(trial).trial_id, result)
+        job = job_of(trial)
+        for tid, member in member_results(job, result).items():
+            self._send(self.tracker.log_result, tid, member)
+            if isinstance(job, PackJob) and member.get("failed"):  # it stopped; the pack goes on
+                self._send(self.tracker.end_trial, tid, failed=True, reason=member.get("error"))
+                self.ended.add(tid)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        tid = job_of(trial).trial_id
-        if tid in self.state.results:  # else stopped by Ctrl-C: the driver marks it KILLED
-            result = trial.last_result or {}
-            self._send(self.tracker.end_trial, tid, failed=self.state.results[tid] is None, reason=result.get("error"))
+        job = job_of(trial)
+        last = member_results(job, trial.last_result or {})
+        for member in jobs_of(job):
+            tid = member.trial_id
+            if tid in self.state.results and tid not in self.ended:  # else stopped by Ctrl-C: the driver marks it KILLED
+                self._send(self.tracker.end_trial, tid, failed=self.state.results[tid] is None,
+                           reason=last.get(tid, {}).get("error"))
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-        self._send(self.tracker.note_checkpoint, job_of(trial).trial_id, checkpoint_uri(checkpoint))
+        for tid, uri in checkpoints_of(trial, checkpoint).items():
+            self._send(self.tracker.note_checkpoint, tid, uri)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # Tune restarts the trial from its last checkpoint; it stays this one child run.
-        self._send(self.tracker.note_retry, job_of(trial).trial_id, trial.run_metadata.num_failures,
-                   last_failure(trial))
+        for job in jobs_of(job_of(trial)):
+            self._send(self.tracker.note_retry, job.trial_id, trial.run_metadata.num_failures, last_failure(trial))
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self._send(self.tracker.end_trial, job_of(trial).trial_id, failed=True, reason=str(trial.error_file))
+        for job in jobs_of(job_of(trial)):
+            if job.trial_id not in self.ended:
+                self._send(self.tracker.end_trial, job.trial_id, failed=True, reason=str(trial.error_file))
 
 
 class StateCallback(Callback):
@@ -82,26 +95,32 @@ class StateCallback(Callback):
         self.progress.tick()  # the live bar's clock and ETA, between results
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        tid = job_of(trial).trial_id
-        # The largest number of trials seen running at once (the efficiency's slots): counted
+        # The largest number of trainings seen running at once (the efficiency's slots): counted
         # here, where they run, not where they are handed out (with an autoscaler the searcher
         # queues every runnable trial while nodes are still starting).
-        self.running.add(tid)
+        for job in jobs_of(job_of(trial)):
+            self.running.add(job.trial_id)
+            self.progress.started(job.trial_id)
         self.state.slots = max(self.state.slots, len(self.running))
-        self.progress.started(tid)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         job = job_of(trial)
         epochs = job.train.epochs
-        if "epoch" in result:
-            self.progress.epoch(job.trial_id, result["epoch"], epochs, result.get("time_total_s"))
-        if "score" in result:
-            self.progress.evaluated(job.trial_id, result["epoch"], epochs, result["score"])
+        for tid, r in member_results(job, result).items():
+            if r.get("failed") and isinstance(job, PackJob):  # a member stopped; its pack goes on
+                self.running.discard(tid)
+                self.progress.failed(tid, r.get("error", "no score reported"))
+                self.progress.trial_done(tid, None)
+                continue
+            if "epoch" in r:
+                self.progress.epoch(tid, r["epoch"], epochs, r.get("time_total_s"))
+            if "score" in r:
+                self.progress.evaluated(tid, r["epoch"], epochs, r["score"])
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-        tid = job_of(trial).trial_id
-        before = self.state.checkpoints.get(tid)
-        self.state.checkpoints[tid] = checkpoint_uri(checkpoint)
+        uris = checkpoints_of(trial, checkpoint)
+        before = {tid: self.state.checkpoints.get(tid) for tid in uris}
+        self.state.checkpoints.update(uris)
         try:
             self.state.save()
         except OSError as err:
@@ -110,22 +129,28 @@ class StateCallback(Callback):
             # The saved state still names the trial's previous checkpoint: so does the state in
             # memory, and raising makes Tune keep that checkpoint too (it registers the new one,
             # and deletes the old, only after its callbacks return).
-            if before is None:
-                del self.state.checkpoints[tid]
-            else:
-                self.state.checkpoints[tid] = before
+            for tid, uri in before.items():
+                if uri is None:
+                    del self.state.checkpoints[tid]
+                else:
+                    self.state.checkpoints[tid] = uri
             full = DiskFull.of(err, self.state.path.parent)
             self.on_full(full)
             raise full from None
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        tid = job_of(trial).trial_id
-        self.running.discard(tid)
-        if tid in self.state.results:
-            score = self.state.results[tid]
-            if score is None:
-                self.progress.failed(tid, (trial.last_result or {}).get("error", "no score reported"))
-            self.progress.trial_done(tid, score, self.state.trial_seconds.get(tid))
+        job = job_of(trial)
+        last = member_results(job, trial.last_result or {})
+        for member in jobs_of(job):
+            tid = member.trial_id
+            if tid not in self.running:
+                continue  # a pack's member that failed and was shown already
+            self.running.discard(tid)
+            if tid in self.state.results:
+                score = self.state.results[tid]
+                if score is None:
+                    self.progress.failed(tid, last.get(tid, {}).get("error", "no score reported"))
+                self.progress.trial_done(tid, score, self.state.trial_seconds.get(tid))
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         tid = job_of(trial).trial_id
@@ -133,10 +158,24 @@ class StateCallback(Callback):
                            "retrying from its last checkpoint")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        tid = job_of(trial).trial_id
-        self.running.discard(tid)
-        self.progress.failed(tid, f"crashed {trial.num_failures} times; see {trial.error_file}")
-        self.progress.trial_done(tid, None)
+        for job in jobs_of(job_of(trial)):
+            tid = job.trial_id
+            if tid not in self.running:
+                continue
+            self.running.discard(tid)
+            self.progress.failed(tid, f"crashed {trial.num_failures} times; see {trial.error_file}")
+            self.progress.trial_done(tid, None)
+
+
+def checkpoints_of(trial, checkpoint) -> dict[str, str]:
+    """Trial id -> the URI of its checkpoint in a trial's newly saved checkpoint: the trial's
+    own, or for a pack the folder of each member that saved one (the members in the result
+    reported with it; one that failed keeps its earlier checkpoint)."""
+    job, uri = job_of(trial), checkpoint_uri(checkpoint)
+    if not isinstance(job, PackJob):
+        return {job.trial_id: uri}
+    members = member_results(job, trial.last_result or {})
+    return {tid: f"{uri.rstrip('/')}/{tid}" for tid, r in members.items() if not r.get("failed")}
 
 
 def last_failure(trial) -> str:

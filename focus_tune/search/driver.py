@@ -291,7 +291,10 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
     # pending: every free slot gets its trial (and its actor) at once. With an autoscaler
     # (no slot limit) the whole runnable demand is visible to it.
     os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(slots or 1000)
-    searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, optuna, handout)
+    if opts.pack > 1 and cfg.train.estimator != "counted":
+        raise SearchError(f"--pack {opts.pack}: a pack validates with the counted estimator, and the search space "
+                          f"asks for estimator {cfg.train.estimator!r}; use --pack 1")
+    searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, optuna, handout, pack=opts.pack)
     name = "search" if state.attempts == 1 else f"search-attempt{state.attempts}"
     mlflow_callback = MLflowCallback(tracker, state)
     tuner = tune.Tuner(

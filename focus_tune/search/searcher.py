@@ -20,7 +20,7 @@ from ray.tune.search import Searcher
 
 from ..atomic import disk_full
 from ..interrupt import INTERRUPT
-from ..job import DISK_FULL_KEY, INFLUENCE_KEY, TrialJob
+from ..job import DISK_FULL_KEY, INFLUENCE_KEY, PackJob, TrialJob, jobs_of, member_results
 from ..names import TS_PREFIX
 from ..plan import SearchPlan, StageFailed, TrialSpec, priority
 from ..state import DiskFull
@@ -43,13 +43,13 @@ class PlanSearcher(Searcher):
 
     def __init__(self, plan: SearchPlan, state: SearchState, make_job: Callable[[TrialSpec], TrialJob],
                  slots: int | None, epochs: int, optuna=None,
-                 on_handout: Callable[[TrialJob], None] = lambda job: None):
+                 on_handout: Callable[[TrialJob], None] = lambda job: None, pack: int = 1):
         super().__init__()  # no metric: results without a score (a NaN trial's) are valid too
         self.plan, self.state, self.make_job = plan, state, make_job
-        self.slots, self.epochs = slots, epochs
+        self.slots, self.epochs, self.pack = slots, epochs, pack
         self.optuna_factory, self.optuna = optuna, None
         self.on_handout = on_handout
-        self.live: dict[str, TrialJob] = {}  # Tune's trial id -> the job it runs
+        self.live: dict[str, TrialJob | PackJob] = {}  # Tune's trial id -> the job it runs
         self.error: StageFailed | DiskFull | None = None
 
     def stop_for(self, err: DiskFull) -> None:
@@ -90,9 +90,15 @@ class PlanSearcher(Searcher):
         if spec is None:
             return None  # everything runnable is out: wait for a result
         job = self.make_job(spec)
+        if self.pack > 1 and self._packable(job):
+            job = self._pack_with(job, batch)
         self.live[trial_id] = job
-        self.on_handout(job)
+        for member in jobs_of(job):
+            self.on_handout(member)
         return {"job": job}
+
+    def _running(self) -> set[str]:
+        return {member.trial_id for job in self.live.values() for member in jobs_of(job)}
 
     def _most_urgent(self, batch) -> TrialSpec | None:
         """The most urgent runnable trial that is not out yet (an Optuna joint stage first:
@@ -103,19 +109,68 @@ class PlanSearcher(Searcher):
             spec = self.optuna.ask()
             if spec is not None:
                 return spec
-        running = {job.trial_id for job in self.live.values()}
+        running = self._running()
         return min((t for t in batch.trials if t.trial_id not in running), key=priority, default=None)
 
+    @staticmethod
+    def _packable(job: TrialJob) -> bool:
+        """A training from its start: a test evaluation runs alone, and so does a trial that
+        resumes from a checkpoint (a pack's members share one Adam step count)."""
+        return job.trains and job.resume_from is None
+
+    def _pack_with(self, first: TrialJob, batch) -> TrialJob | PackJob:
+        """``first`` and the next most urgent packable trainings runnable now, up to ``pack``
+        (an Optuna joint stage asks one candidate at a time: its candidates go alone)."""
+        if batch.joint_space is not None and first.spec.stage == "joint":
+            return first
+        running = self._running() | {first.trial_id}
+        jobs = [first]
+        for spec in sorted((t for t in batch.trials if t.trial_id not in running), key=priority):
+            if len(jobs) == self.pack:
+                break
+            if batch.joint_space is not None and spec.stage == "joint":
+                continue
+            job = self.make_job(spec)
+            if self._packable(job):
+                jobs.append(job)
+        return first if len(jobs) == 1 else PackJob(tuple(jobs))
+
     # -- results ----------------------------------------------------------------------------
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        """A pack's member is done when it reports its last epoch's score or its failure: its
+        result is recorded then (the pack goes on with the others)."""
+        job = self.live.get(trial_id)
+        if not isinstance(job, PackJob):
+            return
+        if DISK_FULL_KEY in result:
+            return  # on_trial_complete stops the search
+        members = {member.trial_id: member for member in job.jobs}
+        for tid, r in member_results(job, result).items():
+            if tid in members and tid not in self.state.results and (
+                    r.get("failed") or ("score" in r and r.get("epoch") == self.epochs)):
+                self._record(members[tid], r, error=False, share=len(job.jobs))
+
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         job = self.live.pop(trial_id, None)
         if job is None:
             return
-        tid, result = job.trial_id, result or {}
-        influence = None
+        result = result or {}
         if DISK_FULL_KEY in result:  # its checkpoint could not be written: no result, stop the search
-            self.stop_for(DiskFull.at(self.state.path.parent, f"{tid}: {result[DISK_FULL_KEY]}"))
+            self.stop_for(DiskFull.at(self.state.path.parent, f"{job.trial_id}: {result[DISK_FULL_KEY]}"))
             return
+        if isinstance(job, PackJob):
+            if error:  # crashed past its retries: every member without a result fails with it
+                for member in job.jobs:
+                    if member.trial_id not in self.state.results:
+                        self._record(member, {}, error=True, share=len(job.jobs))
+            return  # members recorded as they finished; the rest stopped (Ctrl-C): --resume runs them
+        self._record(job, result, error)
+
+    def _record(self, job: TrialJob, result: dict, error: bool, share: int = 1) -> None:
+        """One training's result into the search state (``share``: trainings of its trial, which
+        split the trial's time)."""
+        tid = job.trial_id
+        influence = None
         if error or result.get("failed"):
             score = None  # crashed past its retries, or a non-finite loss
         elif "score" in result and result.get("epoch") == self.epochs:
@@ -129,7 +184,7 @@ class PlanSearcher(Searcher):
             self.state.finals[tid] = {k: v for k, v in result.items()
                                       if k.startswith(("test", "val/", TS_PREFIX)) or k == "epoch"}
             self.state.finals[tid]["seed"] = job.spec.seed
-        self.state.trial_seconds[tid] = float(result.get("time_total_s", 0.0))
+        self.state.trial_seconds[tid] = float(result.get("time_total_s", 0.0)) / share
         if not self.save_state():
             return
         if self.optuna is not None and job.spec.stage == "joint":
