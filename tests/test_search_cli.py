@@ -33,6 +33,14 @@ def test_dry_run_prints_every_round_without_ray(capsys):
     assert "19 trainings + 3 test evaluations in 5 rounds" in out
 
 
+def test_dry_run_says_it_does_not_cost_packs(capsys):
+    assert search.main(["--game", "hero", "--profile", "quick", "--dry-run", "--pack", "4"]) == 0
+    assert "--pack 4: the rounds and costs above are one training per trial" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        search.main(["--game", "hero", "--dry-run", "--pack", "0"])
+    assert exit_.value.code == 2 and "argument --pack: expected an integer >= 1" in capsys.readouterr().err
+
+
 def test_final_seeds_flag_sets_the_retrainings_per_family(capsys):
     # 13 search trainings; each family's seed-0 final reuses its search trial (a test
     # evaluation), so 5 seeds add 3 x 4 trainings.

@@ -35,4 +35,8 @@ def dry_run(cfg: SearchConfig, opts: SearchOptions) -> int:
         print(f"time per training: {source}")
     print(plan_cost(plan, cfg, opts.cluster_gpus, opts.gpus_per_trial, minutes, eval_minutes=eval_minutes,
                     cpus_per_trial=opts.cpus_per_trial, max_concurrent=opts.max_concurrent or 0))
+    if opts.pack > 1:
+        print(f"--pack {opts.pack}: the rounds and costs above are one training per trial; a round's trainings "
+              f"would go up to {opts.pack} to a trial, whose cost this estimate does not model (docs/BENCHMARKS.md, "
+              "'Packed trials', costs the paper search with packs from measured GPU rates)")
     return 0
