@@ -289,6 +289,29 @@ def paper_cost(report: dict) -> list[dict]:
     return rows
 
 
+def pack_rates(report: dict, command: str, measured: str = "") -> dict:
+    """What the search reads (``focus_tune/gpu_pack_rates.json``): per data shape, the packs'
+    aggregate bf16 samples/s and peak GPU memory at each measured K (CUDA graph), and the
+    packed validation's seconds per item and entry."""
+    sizes: dict = {}
+    for r in report["train"]:
+        if r.get("mode") != "packed+graph" or r.get("precision") != "bf16" or "samples_per_s" not in r:
+            continue
+        size = next(s for s in (QUICK, PAPER) if s.name == r["size"])
+        c, h, w = size.image
+        shape = sizes.setdefault(f"{c}x{h}x{w} L={size.length}", {"batch_size": size.batch, "packs": {}})
+        shape["packs"][str(r["k"])] = {"samples_per_s": r["samples_per_s"], "peak_gib": r["peak_gib"]}
+    mc = report["mc"]
+    return {"device": report["device"],
+            "device_memory_gib": report.get("device_memory_gib") or DEVICE_MEMORY_GIB.get(report["device"]),
+            "measured": report.get("measured") or measured, "command": command, "precision": "bf16", "sizes": sizes,
+            "val_s_per_item_entry": mc["packed_full_s"] / (mc["items"] * PAPER.length)}
+
+
+# nvidia-smi's memory.total of the cards lent here (143771 and 81559 MiB), for a run's JSON that lacks it
+DEVICE_MEMORY_GIB = {"NVIDIA H200": 140.4, "NVIDIA H100 80GB HBM3": 79.6}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=None, help="folder for gpu_packed.json")
@@ -299,16 +322,26 @@ def main() -> int:
                         help="skip the training measurements that would start after this many seconds")
     parser.add_argument("--from-json", type=Path, default=None,
                         help="only cost the paper H.E.R.O. search on 8 GPUs from a run's gpu_packed.json")
+    parser.add_argument("--rates-out", type=Path, default=None,
+                        help="with --from-json: also write the pack rates the search reads (focus_tune/gpu_pack_rates.json)")
+    parser.add_argument("--measured", default="", help="with --rates-out: the run's date, where its JSON lacks it")
     args = parser.parse_args()
     if args.from_json is not None:
+        report = json.loads(args.from_json.read_text())
         print(f"The paper H.E.R.O. search on 8 GPUs from {args.from_json}:")
-        paper_cost(json.loads(args.from_json.read_text()))
+        paper_cost(report)
+        if args.rates_out is not None:
+            rates = pack_rates(report, "python benchmarks/gpu_packed.py --out OUT --budget-s 190", args.measured)
+            args.rates_out.write_text(json.dumps(rates, indent=2) + "\n")
+            print(f"pack rates: {args.rates_out}")
         return 0
     device = torch.device("cuda" if torch.cuda.is_available() and not args.dry else "cpu")
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     report: dict = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                    "torch": torch.__version__, "dry": args.dry, "errors": {}, "section_s": {}}
+                    "measured": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+                    "device_memory_gib": (torch.cuda.get_device_properties(device).total_memory / 2**30
+                                          if device.type == "cuda" else None), "dry": args.dry, "errors": {}, "section_s": {}}
     ks = [int(k) for k in args.ks.split(",")]
     print(f"device: {report['device']}, torch {report['torch']}", flush=True)
     sections = args.sections.split(",")

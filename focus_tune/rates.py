@@ -1,6 +1,7 @@
 """Where a search's time per training comes from: the user's --trial-minutes, a finished
 run of the same search, or the GPU rates that ``benchmarks/gpu_check.py`` measured
-(``focus_tune/gpu_rates.json``)."""
+(``focus_tune/gpu_rates.json``); and the packs' rates that ``benchmarks/gpu_packed.py``
+measured (``focus_tune/gpu_pack_rates.json``), which ``--pack auto`` and the dry run read."""
 
 from __future__ import annotations
 
@@ -93,3 +94,63 @@ def trial_minutes_for(user_minutes: float | None, measured: float | None, measur
                              f"{rates['command']}): {rates['precision']}, {cfg.train.epochs} epochs, "
                              f"validation every {cfg.train.eval_every}")
     return None, None, ""
+
+
+GPU_PACK_RATES = Path(__file__).with_name("gpu_pack_rates.json")
+AUTO_PACK_WITHIN = 0.10  # --pack auto: the smallest K within 10 % of the best measured aggregate rate
+
+
+def load_pack_rates(path: Path = GPU_PACK_RATES) -> dict | None:
+    """The packs' rates measured by ``benchmarks/gpu_packed.py --rates-out``, or None."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _shape(spec) -> str:
+    c, h, w = spec.image_shape
+    return f"{c}x{h}x{w} L={spec.length}"
+
+
+def auto_pack(rates: dict | None, spec, gpus_per_trial: float) -> tuple[int, str]:
+    """``--pack auto``: (K, why). 1 without a GPU per trial (packing does not pay on a CPU);
+    with one, the smallest measured K whose aggregate samples/s is within 10 % of the best
+    measured for this data shape and whose peak memory fits the trial's share of the measured
+    card; 1 where this shape was not measured."""
+    if gpus_per_trial <= 0:
+        return 1, "no GPU per trial: one training per trial (packing does not pay on a CPU)"
+    size = (rates or {}).get("sizes", {}).get(_shape(spec))
+    if not size:
+        return 1, f"no pack rates measured for {_shape(spec)} (benchmarks/gpu_packed.py): one training per trial"
+    memory = rates["device_memory_gib"] * min(gpus_per_trial, 1.0)
+    fits = {int(k): r for k, r in size["packs"].items() if r["peak_gib"] <= memory}
+    if not fits:
+        return 1, f"no measured pack fits {memory:.0f} GiB of GPU memory: one training per trial"
+    best = max(r["samples_per_s"] for r in fits.values())
+    k = min(k for k, r in fits.items() if r["samples_per_s"] >= (1 - AUTO_PACK_WITHIN) * best)
+    return k, (f"{k}: within {AUTO_PACK_WITHIN:.0%} of the best aggregate rate measured for {_shape(spec)} on one "
+               f"{rates['device']} ({fits[k]['samples_per_s']:,.0f} samples/s, {fits[k]['peak_gib']:.0f} GiB)")
+
+
+def resolve_pack(pack: int | str, gpus_per_trial: float, shape) -> tuple[int, str]:
+    """``--pack`` as a number of trainings per trial, and why (``auto``: :func:`auto_pack` for
+    the data's ``image_shape`` and ``length``)."""
+    if pack != "auto":
+        return int(pack), "--pack"
+    return auto_pack(load_pack_rates(), shape, gpus_per_trial)
+
+
+def pack_minutes_from_rates(rates: dict, spec, cfg, k: int) -> float | None:
+    """Minutes of one pack of ``k`` trainings of ``cfg`` on ``spec`` on one GPU (every member's
+    wall time), from measured pack rates; None where (shape, k) was not measured. Training:
+    epochs x k x train items at the pack's aggregate rate (measured at the paper batch of that
+    shape); validation: each member's, one after another (packing does not shorten it)."""
+    size = rates.get("sizes", {}).get(_shape(spec))
+    pack = (size or {}).get("packs", {}).get(str(k))
+    if pack is None:
+        return None
+    train = cfg.train
+    val_items = min(spec.val, train.val_items) if train.val_items else spec.val
+    evaluations = math.ceil(train.epochs / train.eval_every)
+    train_s = train.epochs * spec.train * k / pack["samples_per_s"]
+    val_s = evaluations * k * val_items * spec.length * rates["val_s_per_item_entry"]
+    return (train_s + val_s) / 60

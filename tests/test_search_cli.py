@@ -33,12 +33,19 @@ def test_dry_run_prints_every_round_without_ray(capsys):
     assert "19 trainings + 3 test evaluations in 5 rounds" in out
 
 
-def test_dry_run_says_it_does_not_cost_packs(capsys):
-    assert search.main(["--game", "hero", "--profile", "quick", "--dry-run", "--pack", "4"]) == 0
-    assert "--pack 4: the rounds and costs above are one training per trial" in capsys.readouterr().out
+def test_dry_run_costs_packs_from_the_measured_rates(capsys):
+    """The paper H.E.R.O. search with --pack auto on 8 GPUs: auto takes 16 from the H200's
+    rates, and the cost is BENCHMARKS' (packs of 16: 290 min per pack, 24.2 h, 11.8 GPU-hours busy)."""
+    assert search.main(["--game", "hero", "--profile", "paper", "--dry-run", "--pack", "auto", "--gpus-per-trial",
+                        "1", "--cluster-gpus", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "--pack auto: 16: within 10% of the best aggregate rate measured for 3x84x84 L=300" in out
+    assert "with --pack 16:" in out and "290 min per pack" in out and "24.2 h, GPU-hours 11.8 busy" in out
+    assert search.main(["--game", "hero", "--profile", "quick", "--dry-run", "--pack", "auto"]) == 0
+    assert "--pack auto: no GPU per trial: one training per trial" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
         search.main(["--game", "hero", "--dry-run", "--pack", "0"])
-    assert exit_.value.code == 2 and "argument --pack: expected an integer >= 1" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "argument --pack: expected an integer >= 1 or 'auto'" in capsys.readouterr().err
 
 
 def test_final_seeds_flag_sets_the_retrainings_per_family(capsys):

@@ -145,3 +145,41 @@ def test_the_cost_model_simulates_the_same_rule(tmp_path, slots):
         searcher.on_trial_complete(tid, _done(0.0))
     plan = SearchPlan(GRID, length=10, seed=0, final_seeds=2)
     assert clock == pytest.approx(simulate(plan, slots, lambda t: 0.1 if t.source_trial else 1.0), abs=1e-3)
+
+
+def _packing_searcher(tmp_path, slots, pack):
+    state = SearchState(path=tmp_path / "state.json")
+    plan = SearchPlan(GRID, length=10, seed=0, final_seeds=2)
+    return PlanSearcher(plan, state, lambda spec: TrialJob(spec, TRAIN, INFO), slots, TRAIN.epochs, pack=pack), state
+
+
+def test_packs_take_their_share_of_the_waiting_trainings(tmp_path):
+    """--pack 4 with 4 trainings runnable: one trial free takes all four; two free trials take
+    two each; four free trials take one each (a pack would leave free trials idle)."""
+    from focus_tune.job import PackJob, jobs_of
+
+    for slots, sizes in ((1, [4]), (2, [2, 2]), (4, [1, 1, 1, 1])):
+        (tmp_path / f"s{slots}").mkdir()
+        searcher, _ = _packing_searcher(tmp_path / f"s{slots}", slots, pack=4)
+        jobs = [searcher.suggest(f"t{i}")["job"] for i in range(len(sizes))]
+        assert [len(jobs_of(j)) for j in jobs] == sizes
+        assert sorted(m.trial_id for j in jobs for m in jobs_of(j)) == [
+            "constant-0.01-s0", "none-s0", "stage1-l0.01-s0", "stage1-l0.05-s0"]
+        assert all(isinstance(j, PackJob) == (len(jobs_of(j)) > 1) for j in jobs)
+
+
+def test_a_pack_records_each_member_as_it_finishes(tmp_path):
+    from focus_tune.job import pack_result
+
+    searcher, state = _packing_searcher(tmp_path, slots=1, pack=4)
+    pack = searcher.suggest("p")["job"]
+    ids = [m.trial_id for m in pack.jobs]
+    # The first member's loss turned NaN at epoch 1: it is recorded failed while the others go on.
+    searcher.on_trial_result("p", pack_result({ids[0]: {"epoch": 1, "failed": 1, "error": "nan"}}, epoch=1,
+                                              time_total_s=1.0))
+    assert state.results == {ids[0]: None}
+    last = {tid: {"score": 0.1 * i, "epoch": TRAIN.epochs} for i, tid in enumerate(ids[1:], start=1)}
+    searcher.on_trial_result("p", pack_result(last, epoch=TRAIN.epochs, time_total_s=9.0))
+    searcher.on_trial_complete("p", pack_result(last, epoch=TRAIN.epochs, time_total_s=9.0))
+    assert state.results == {ids[0]: None, **{tid: r["score"] for tid, r in last.items()}}
+    assert state.trial_seconds[ids[1]] == pytest.approx(9.0 / len(ids))  # the pack's time, shared

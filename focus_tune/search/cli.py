@@ -29,7 +29,7 @@ class SearchOptions:
     cpus_per_trial: float  # also the trial's torch threads
     gpus_per_trial: float
     max_concurrent: int | None
-    pack: int  # trainings per trial (focus_tune.packed); 1: one per trial
+    pack: int | str  # trainings per trial (focus_tune.packed); 1: one per trial; "auto": rates.auto_pack
     wait_for_resources: bool
     seed: int
     final_seeds: int | None  # None: the search space's
@@ -75,10 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-trial", type=non_negative_number, default=0.0,
                    help="GPUs per trial; fractions below 1 share a GPU")
     p.add_argument("--max-concurrent", type=positive_int, help="at most this many trials at once (default: no limit)")
-    p.add_argument("--pack", type=positive_int, default=1,
+    p.add_argument("--pack", type=pack_size, default=1,
                    help="train up to this many runnable candidates together as one trial, one program on its "
                         "device (for GPUs: docs/BENCHMARKS.md, 'Packed trials'); each keeps its own MLflow run, "
-                        "checkpoint and result (default 1: one per trial, the right choice on a CPU)")
+                        "checkpoint and result. 'auto': 1 without GPUs, else from the measured pack rates "
+                        "(focus_tune/gpu_pack_rates.json). Default 1: one per trial, the right choice on a CPU")
     p.add_argument("--wait-for-resources", action="store_true",
                    help="start even when no node has the CPUs/GPUs a trial needs, and wait for an autoscaler "
                         "to add one (default: fail at once, naming what the cluster has)")
@@ -104,6 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --cluster-gpus: minutes per training at --gpus-per-trial "
                         "(default: measured from this search's run folder, if any)")
     return p
+
+
+def pack_size(text: str) -> int | str:
+    """``--pack``: an integer >= 1, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text[:40]!r}") from None
 
 
 def registered_name(text: str) -> str:

@@ -19,6 +19,7 @@ from ..job import CONFIG_KEY, DataInfo, Splits, TrialJob
 from ..names import SELECT_NAMES
 from ..plan import SearchPlan, StageFailed, TrialSpec
 from ..progress import Progress, fmt_s
+from ..rates import resolve_pack
 from ..state import DiskFull
 from . import ray_runtime
 from .checks import check_game, load_config, load_splits
@@ -291,10 +292,13 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
     # pending: every free slot gets its trial (and its actor) at once. With an autoscaler
     # (no slot limit) the whole runnable demand is visible to it.
     os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(slots or 1000)
-    if opts.pack > 1 and cfg.train.estimator != "counted":
+    pack, why = resolve_pack(opts.pack, opts.gpus_per_trial, prep.dataset.manifest)
+    if opts.pack == "auto":
+        progress.line(f"--pack auto: {why}")
+    if pack > 1 and cfg.train.estimator != "counted":
         raise SearchError(f"--pack {opts.pack}: a pack validates with the counted estimator, and the search space "
                           f"asks for estimator {cfg.train.estimator!r}; use --pack 1")
-    searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, optuna, handout, pack=opts.pack)
+    searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, optuna, handout, pack=pack)
     name = "search" if state.attempts == 1 else f"search-attempt{state.attempts}"
     mlflow_callback = MLflowCallback(tracker, state)
     tuner = tune.Tuner(

@@ -6,6 +6,7 @@ from ..config import SearchConfig
 from ..data import get_spec, load_dataset
 from ..plan import SearchPlan
 from .checks import check_game, load_splits
+from ..rates import resolve_pack
 from .cli import SearchOptions
 from .storage import read_state, run_dir
 
@@ -16,12 +17,13 @@ def dry_run(cfg: SearchConfig, opts: SearchOptions) -> int:
     from ..rates import measured_trial_minutes, trial_minutes_for
 
     if opts.data is None:
-        length = get_spec(opts.game, opts.profile).length
+        shape = get_spec(opts.game, opts.profile)
     else:  # the same checks as a real run: the game, and every split decoded
         dataset = load_dataset(opts.data)
         check_game(dataset.manifest, opts, opts.data)
         load_splits(dataset)
-        length = dataset.manifest.length
+        shape = dataset.manifest
+    length = shape.length
     plan = SearchPlan(cfg.grid, length=length, seed=opts.seed, final_seeds=cfg.final_seeds)
     print(f"focus-tune dry run: {opts.game} ({opts.profile}), L={length}, "
           f"{cfg.train.epochs} epochs per training, grid {cfg.to_dict()['grid']}")
@@ -35,8 +37,38 @@ def dry_run(cfg: SearchConfig, opts: SearchOptions) -> int:
         print(f"time per training: {source}")
     print(plan_cost(plan, cfg, opts.cluster_gpus, opts.gpus_per_trial, minutes, eval_minutes=eval_minutes,
                     cpus_per_trial=opts.cpus_per_trial, max_concurrent=opts.max_concurrent or 0))
-    if opts.pack > 1:
-        print(f"--pack {opts.pack}: the rounds and costs above are one training per trial; a round's trainings "
-              f"would go up to {opts.pack} to a trial, whose cost this estimate does not model (docs/BENCHMARKS.md, "
-              "'Packed trials', costs the paper search with packs from measured GPU rates)")
+    pack, why = resolve_pack(opts.pack, opts.gpus_per_trial, shape)
+    if opts.pack == "auto":
+        print(f"--pack auto: {why}")
+    if pack > 1:
+        print(pack_cost(plan, cfg, opts, pack, shape, builtin_data=opts.data is None))
     return 0
+
+
+def pack_cost(plan: SearchPlan, cfg: SearchConfig, opts: SearchOptions, pack: int, spec, builtin_data: bool) -> str:
+    """The cost with packs of ``pack`` trainings per trial: a pack holds its trial's
+    resources for its members' whole training, so the cost model runs the search's rounds with
+    ``pack`` trainings per trial's share of the cluster, each taking one pack's time: the
+    user's ``--trial-minutes`` (one pack's training), else the measured pack rates."""
+    from ..cost import Resources, estimate
+    from ..rates import load_pack_rates, pack_minutes_from_rates
+
+    head = (f"with --pack {pack}: up to {pack} trainings per trial, the test evaluations alone; "
+            f"{sum(t.source_trial is None for b in plan.dry_run() for t in b.trials)} trainings")
+    if not opts.cluster_gpus:
+        return head
+    rates = load_pack_rates()
+    minutes, source = opts.trial_minutes, "--trial-minutes (one pack's training)"
+    if minutes is None and rates and builtin_data:
+        minutes = pack_minutes_from_rates(rates, spec, cfg, pack)
+        source = f"the pack rates measured on one {rates['device']} ({rates['measured']})"
+    if not minutes:
+        return (f"{head}; no time for a pack of {pack} on this data: pass --trial-minutes (one pack's training), "
+                f"or measure it (benchmarks/gpu_packed.py)")
+    share = (opts.gpus_per_trial or 1.0) / pack
+    cost = estimate(plan, Resources(opts.cpus_per_trial / pack, share, opts.cluster_gpus), minutes,
+                    epochs=cfg.train.epochs)
+    return (f"{head}; {minutes:.0f} min per pack ({source}); on {opts.cluster_gpus} GPUs: estimated wall time "
+            f"{cost.wall_minutes / 60:.1f} h, GPU-hours {cost.gpu_hours_busy:.1f} busy, {cost.gpu_hours_billed:.1f} "
+            f"billed (every pack full and its members started together; where trials are free the searcher runs "
+            f"smaller packs instead, one training per free trial first)")

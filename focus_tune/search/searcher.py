@@ -14,6 +14,7 @@ pending-trial limit lets the autoscaler see that whole demand.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from ray.tune.search import Searcher
@@ -119,20 +120,23 @@ class PlanSearcher(Searcher):
         return job.trains and job.resume_from is None
 
     def _pack_with(self, first: TrialJob, batch) -> TrialJob | PackJob:
-        """``first`` and the next most urgent packable trainings runnable now, up to ``pack``
-        (an Optuna joint stage asks one candidate at a time: its candidates go alone)."""
+        """``first`` and the next most urgent packable trainings runnable now (an Optuna joint
+        stage asks one candidate at a time: its candidates go alone). A pack takes its share
+        of them: with more trials free than trainings waiting, each goes to a trial of its own
+        (packing them would leave free trials idle), else up to ``pack`` per trial."""
         if batch.joint_space is not None and first.spec.stage == "joint":
             return first
         running = self._running() | {first.trial_id}
-        jobs = [first]
+        waiting = []
         for spec in sorted((t for t in batch.trials if t.trial_id not in running), key=priority):
-            if len(jobs) == self.pack:
-                break
             if batch.joint_space is not None and spec.stage == "joint":
                 continue
             job = self.make_job(spec)
             if self._packable(job):
-                jobs.append(job)
+                waiting.append(job)
+        free = None if self.slots is None else max(1, self.slots - len(self.live))
+        size = self.pack if free is None else min(self.pack, math.ceil((1 + len(waiting)) / free))
+        jobs = [first, *waiting[: size - 1]]
         return first if len(jobs) == 1 else PackJob(tuple(jobs))
 
     # -- results ----------------------------------------------------------------------------
