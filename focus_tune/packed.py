@@ -231,7 +231,10 @@ def load_member_optimizer(optimizer: torch.optim.Adam, packed: PackedSimulator, 
         p = params[int(i)]
         slot = optimizer.state[p]
         if not slot:
-            slot.update(step=s["step"].clone().float(), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+            # A capturable Adam (the CUDA graph's) keeps its step counter on the parameters' device.
+            capturable = optimizer.param_groups[0].get("capturable", False)
+            step = s["step"].detach().clone().float().to(p.device if capturable else "cpu")
+            slot.update(step=step, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
         elif float(slot["step"]) != float(s["step"]):
             raise ValueError(f"member {k} resumes at Adam step {float(s['step'])}, the pack is at {float(slot['step'])}")
         with torch.no_grad():
