@@ -90,7 +90,7 @@ def test_the_holder_keeps_its_heartbeat(tmp_path):
             SearchLock(tmp_path, stale_after_s=60).acquire()
 
 
-def _contend(folder: str, start, results) -> None:
+def _contend(folder: str, start, results, done) -> None:
     start.wait()
     try:
         lock = SearchLock(Path(folder)).acquire()
@@ -98,7 +98,7 @@ def _contend(folder: str, start, results) -> None:
         results.put("busy")
         return
     results.put("won")
-    time.sleep(1.0)  # hold it while the others try
+    done.wait(timeout=120)  # hold it until every contender has tried (the test's signal, not a time)
     lock.release()
 
 
@@ -111,13 +111,14 @@ def test_of_concurrent_acquirers_exactly_one_wins(tmp_path, stale):
         if stale:
             _write(folder, dataclasses.replace(Holder.me("crashed"), pid=_dead_pid()))
         n = 8
-        start, results = ctx.Barrier(n), ctx.Queue()
-        procs = [ctx.Process(target=_contend, args=(str(folder), start, results)) for _ in range(n)]
+        start, results, done = ctx.Barrier(n), ctx.Queue(), ctx.Event()
+        procs = [ctx.Process(target=_contend, args=(str(folder), start, results, done)) for _ in range(n)]
         for p in procs:
             p.start()
+        outcome = sorted(results.get(timeout=120) for _ in range(n))
+        done.set()
         for p in procs:
             p.join(timeout=60)
-        outcome = sorted(results.get(timeout=5) for _ in range(n))
         assert outcome == ["busy"] * (n - 1) + ["won"], outcome
         assert not (folder / LOCK_FILE).exists() and list(folder.iterdir()) == []
 
