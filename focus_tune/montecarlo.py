@@ -10,11 +10,11 @@ import numpy as np
 import torch
 
 
-def _as_tensor(samples) -> torch.Tensor:
+def _as_tensor(samples, long: bool = True) -> torch.Tensor:
     t = torch.as_tensor(samples)
     if t.ndim != 3:
         raise ValueError(f"samples must be [N, M, L], got shape {tuple(t.shape)}")
-    return t.long()
+    return t.long() if long else t
 
 
 def _class_counts(s: torch.Tensor, num_classes: int, weights: torch.Tensor | None = None) -> torch.Tensor:
@@ -84,7 +84,7 @@ def leak(samples, event: int) -> tuple[float, int]:
     leak 0 by construction; the true processes here (END, dead) are absorbing, so any leak
     is the model's.
     """
-    s = _as_tensor(samples)
+    s = _as_tensor(samples, long=False)  # any integer dtype and device (the packed sampler's bytes on a GPU)
     hit = s == event
     after = hit.to(torch.int8).cummax(dim=-1).values.bool()  # at or after the first event entry
     reached = after[..., -1]

@@ -118,16 +118,6 @@ def event_times(samples: torch.Tensor, event: int) -> torch.Tensor:
     return torch.where(hit.any(dim=-1), first, torch.full_like(first, L))
 
 
-def leak(samples: torch.Tensor, event: int) -> tuple[float, int]:
-    """:func:`focus_tune.montecarlo.leak` on the device."""
-    hit = samples == event
-    after = hit.to(torch.uint8).cummax(dim=-1).values.bool()
-    reached = after[..., -1]
-    left = (after & ~hit).any(dim=-1)
-    n = int(reached.sum())
-    return (float(left.sum()) / n if n else float("nan")), n
-
-
 @torch.no_grad()
 def stay_probability(packed: PackedSimulator, images: torch.Tensor, sequences: torch.Tensor, event: int,
                      rows: int = 2**13) -> list[float]:
@@ -179,7 +169,8 @@ def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_
     drawn = []
     for k in range(K):
         s = samples[k]
-        drawn.append((class_frequencies(s, c).cpu().numpy(), event_times(s, event).cpu().numpy(), leak(s, event)))
+        drawn.append((class_frequencies(s, c).cpu().numpy(), event_times(s, event).cpu().numpy(),
+                      montecarlo.leak(s, event)))
     del samples
 
     def member(k: int) -> dict:
