@@ -6,7 +6,14 @@ every row for all L entries and draws with torch.multinomial. The fast sampler r
 with END forced to repeat (rows that drew it are dropped) and without (every row is drawn
 to the end from the model: the evaluation default, `absorbing: model`).
 
+`--step` times the sampler's LSTM step alone, old and new side by side at the quick size
+(64 images x M = 100 rows, hidden 128, 1 thread): the gates in PyTorch's order, five
+elementwise passes over strided quarters (the sampler before), against the order i, f, o, g
+with one in-place sigmoid and one tanh (``model.sampler_cell``, the sampler now), and checks
+that both give the same state.
+
     python benchmarks/bench_sampling.py [--images 64] [--threads 2]
+    python benchmarks/bench_sampling.py --step [--rows 6400] [--hidden 128]
 """
 
 import argparse
@@ -41,17 +48,65 @@ def timed(fn, repeats: int) -> tuple[float, torch.Tensor]:
     return best, out
 
 
+def step_benchmark(rows: int, hidden: int, classes: int = 19, steps: int = 30) -> None:
+    """The sampler's LSTM step before and after the gate reordering, interleaved, best of 3."""
+    from focus_tune.model import sampler_cell, sampler_weights
+
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(hidden, hidden, batch_first=True)
+    token = torch.randn(classes + 1, hidden)
+    w_hh = lstm.weight_hh_l0.detach()
+    table_old = token @ lstm.weight_ih_l0.detach().T + lstm.bias_ih_l0.detach() + lstm.bias_hh_l0.detach()
+    table_new, w_hh_t = (t.detach() for t in sampler_weights(token, lstm.weight_ih_l0, lstm.weight_hh_l0,
+                                                                  lstm.bias_ih_l0, lstm.bias_hh_l0))
+    h0, c0 = torch.randn(rows, hidden) * 0.5, torch.randn(rows, hidden) * 0.5
+    prev = torch.randint(0, classes + 1, (rows,))
+
+    def old():
+        h, cell = h0, c0
+        for _ in range(steps):
+            gates = torch.addmm(table_old[prev], h, w_hh.T)
+            gi, gf, gg, go = gates.chunk(4, dim=1)
+            cell = torch.sigmoid(gf) * cell + torch.sigmoid(gi) * torch.tanh(gg)
+            h = torch.sigmoid(go) * torch.tanh(cell)
+        return h, cell
+
+    def new():
+        h, cell = h0, c0
+        for _ in range(steps):
+            h, cell = sampler_cell(torch.index_select(table_new, 0, prev).addmm_(h, w_hh_t), cell)
+        return h, cell
+
+    with torch.no_grad():
+        t_old, t_new = float("inf"), float("inf")
+        for _ in range(3):
+            t_old = min(t_old, timed(old, 1)[0])
+            t_new = min(t_new, timed(new, 1)[0])
+        (h1, c1), (h2, c2) = old(), new()
+    diff = max((h1 - h2).abs().max().item(), (c1 - c2).abs().max().item())
+    print(f"sampler LSTM step, {rows} rows, hidden {hidden}, {torch.get_num_threads()} thread(s), {steps} steps:")
+    print(f"  PyTorch gate order, five strided passes (before): {t_old / steps * 1000:7.2f} ms/step")
+    print(f"  i, f, o, g, two in-place passes (now):            {t_new / steps * 1000:7.2f} ms/step")
+    print(f"  ratio before / now: {t_old / t_new:.2f}x; largest difference of the states after {steps} steps: {diff:.1e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--step", action="store_true", help="time the LSTM step alone, old and new")
+    ap.add_argument("--rows", type=int, default=6400, help="with --step: rows sampled at once (64 images x M = 100)")
     ap.add_argument("--images", type=int, default=64)
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--length", type=int, default=300)
-    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--hidden", type=int, help="LSTM width (default 256; 128, the quick model's, with --step)")
     ap.add_argument("--size", type=int, default=84, help="image side in pixels")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.step:
+        step_benchmark(args.rows, args.hidden or 128)
+        return
+    args.hidden = args.hidden or 256
 
     sim = hero_like_model(args.hidden, mean_length=44)
     x = torch.randint(0, 256, (args.images, 3, args.size, args.size), dtype=torch.uint8)

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from . import montecarlo
-from .packed import PackedSimulator, _lstm_cell
+from .model import sampler_cell, sampler_weights
+from .packed import PackedSimulator
 from .device_split import DeviceSplit
 from .evaluation import ABSORBING_MODES, Estimates, score
 
@@ -84,15 +85,16 @@ def _sample_chunk(packed, images, M, L, u, absorbing):
     device, c = packed.device, packed.num_classes
     R = B * M
     u = u.to(device).permute(2, 0, 1).contiguous()  # (L, K, R): entry i's uniforms contiguous
-    table = packed._gate_table()  # (K, c + 1, 4H)
-    w_hh = packed.params["lstm.weight_hh_l0"].transpose(1, 2)
+    p = packed.params
+    table, w_hh = sampler_weights(p["token.weight"], p["lstm.weight_ih_l0"], p["lstm.weight_hh_l0"],
+                                  p["lstm.bias_ih_l0"], p["lstm.bias_hh_l0"])  # the solo sampler's, per member
     h = packed.encode(images).repeat_interleave(M, dim=1)  # (K, R, H)
     cell = torch.zeros_like(h)
     prev = torch.full((K, R), packed.start_token, dtype=torch.long, device=device)
     out = torch.empty(K, R, L, dtype=torch.uint8, device=device)
     done = torch.zeros(K, R, dtype=torch.bool, device=device) if absorbing is not None else None
     for i in range(L):
-        h, cell = _lstm_cell(packed.step_gates(table, prev, h, w_hh), cell)
+        h, cell = sampler_cell(packed.step_gates(table, prev, h, w_hh), cell)
         p = torch.softmax(packed._head(h).double(), dim=-1)  # (K, R, c)
         draw = torch.searchsorted(p.cumsum(dim=-1), u[i].unsqueeze(-1)).squeeze(-1).clamp_(max=c - 1)
         if done is not None:
