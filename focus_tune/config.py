@@ -25,14 +25,14 @@ each field checked by :mod:`focus_tune.config_checks` (a lambda by the one rule 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .config_checks import (MAX_INT, MAX_K2, ConfigError, Context, alpha, choice, game_name, grid_list, k2_entry,
-                            lambda_weight, non_negative_float, optional_positive_int, positive_float, positive_int, present,
-                            required_fields, string)
-from .names import ENCODERS, PROFILES, SELECT_KEYS
+                            lambda_weight, non_negative_float, non_negative_int, optional_choice, optional_positive_int,
+                            positive_float, positive_int, present, required_fields, string)
+from .names import ENCODERS, LR_SCHEDULES, PROFILES, RACING, SELECT_KEYS
 from .yaml_strict import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, read_yaml
 
 SELECT_BY = tuple(SELECT_KEYS)  # the validation score a stage decides by
@@ -55,7 +55,7 @@ __all__ = [  # the public API; the checks and the strict YAML live in config_che
 class TrainConfig:
     """How one trial trains and is evaluated (paper App. C.3 for the `paper` values)."""
 
-    lr: float  # Adam, constant, no weight decay
+    lr: float  # Adam, no weight decay; the peak of a one-cycle schedule
     batch_size: int
     epochs: int
     eval_every: int  # validation ECE every n epochs (and the selection score)
@@ -85,6 +85,25 @@ class TrainConfig:
     # difference over the validation items); then the least-penalized such candidate wins.
     # 0: the paper's rule (lowest score).
     tie_se: float = 1.0
+    # The learning rate over a training: "constant" (the paper's) or "onecycle" (warm-up to
+    # lr over 30 % of the steps, cosine decay to ~0: the same point in fewer epochs).
+    lr_schedule: str = "constant"
+    # Racing (focus_tune.racing): "stop" validates every candidate at epoch race_at as well and
+    # stops one that is behind its stage's leader by more than race_se standard errors (plus
+    # tie_se where the tie rule could still choose it); "record" validates and keeps the race
+    # epoch's scores without stopping (to measure the rule); "off": neither.
+    racing: str = "off"
+    race_at: int = 0
+    race_se: float = 3.0
+    # The validation (stage decisions, racing, the temperature-scaled baseline's fit) may use
+    # its own Monte Carlo estimator and M: null = the test's (estimator, num_samples).
+    val_estimator: str | None = None
+    val_samples: int | None = None
+
+    @property
+    def validation(self) -> tuple[str, int]:
+        """(estimator, M) of every validation."""
+        return self.val_estimator or self.estimator, self.val_samples or self.num_samples
 
 
 @dataclass(frozen=True)
@@ -129,6 +148,7 @@ class SearchConfig:
         train = ctx.section(d["train"], "train", _TRAIN_CHECKS, required_fields(TrainConfig))
         grid = ctx.section(d["grid"], "grid", _GRID_CHECKS, required_fields(GridConfig))
         _check_grid_consistency(ctx, grid, {k: f"grid.{k}" for k in grid})
+        _check_train_consistency(ctx, train | {}, {k: f"train.{k}" for k in train})
         extra = {"final_seeds": positive_int(ctx, d["final_seeds"], "final_seeds")} if "final_seeds" in d else {}
         return cls(
             game=game_name(ctx, d["game"], "game"),
@@ -191,6 +211,9 @@ def load_search_config(path: str | os.PathLike, profile: str) -> SearchConfig:
         )
 
     train_over, grid_over = overrides[profile]
+    _check_train_consistency(ctx, {**TRAIN_DEFAULTS, **train, **train_over},
+                             {k: f"train.{k}" for k in TRAIN_DEFAULTS} | {k: f"train.{k}" for k in train}
+                             | {k: f"profiles.{profile}.train.{k}" for k in train_over})
     # Remember where each merged grid value came from, so cross-field errors point at the
     # line the user has to edit.
     origin = {k: f"grid.{k}" for k in grid} | {k: f"profiles.{profile}.grid.{k}" for k in grid_over}
@@ -235,6 +258,12 @@ _TRAIN_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
     "estimator": choice(ESTIMATORS),
     "select_by": choice(SELECT_BY),
     "tie_se": non_negative_float,
+    "lr_schedule": choice(LR_SCHEDULES),
+    "racing": choice(RACING),
+    "race_at": non_negative_int,
+    "race_se": non_negative_float,
+    "val_estimator": optional_choice(ESTIMATORS),
+    "val_samples": optional_positive_int,
 }
 _GRID_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
     "lambdas": grid_list(lambda_weight("lambdas"), "lambdas"),
@@ -244,6 +273,20 @@ _GRID_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
 }
 assert set(_TRAIN_CHECKS) == {f.name for f in fields(TrainConfig)}
 assert set(_GRID_CHECKS) == {f.name for f in fields(GridConfig)}
+
+
+TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
+
+
+def _check_train_consistency(ctx: Context, train: Mapping[str, Any], origin: Mapping[str, str]) -> None:
+    """Checks across train fields, reported at the field the user set last (``origin``)."""
+    train = {**TRAIN_DEFAULTS, **train}
+    if train["racing"] != "off" and not 1 <= train["race_at"] < train["epochs"]:
+        raise ctx.error(
+            origin["race_at"],
+            f"racing {train['racing']!r} validates at epoch race_at = {train['race_at']}, which must be in "
+            f"1..{train['epochs'] - 1} (before the last of the {train['epochs']} epochs, {origin['epochs']})",
+        )
 
 
 def _check_grid_consistency(ctx: Context, grid: Mapping[str, Any], origin: Mapping[str, str]) -> None:

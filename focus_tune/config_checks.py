@@ -102,6 +102,14 @@ def positive_int(ctx: Context, v: Any, at: str) -> int:
     return v
 
 
+def non_negative_int(ctx: Context, v: Any, at: str) -> int:
+    """An integer >= 0 (not a bool, at most MAX_INT)."""
+    v = _int(ctx, v, at)
+    if v < 0:
+        raise ctx.error(at, f"{v} must be >= 0")
+    return v
+
+
 def optional_positive_int(ctx: Context, v: Any, at: str) -> int | None:
     """None (the whole split) or a :func:`positive_int`."""
     return None if v is None else positive_int(ctx, v, at)
@@ -161,6 +169,12 @@ def choice(options: tuple[str, ...]) -> Callable[[Context, Any, str], str]:
         return v
 
     return check
+
+
+def optional_choice(options: tuple[str, ...]) -> Callable[[Context, Any, str], str | None]:
+    """None (the default it stands for) or one of ``options``."""
+    check = choice(options)
+    return lambda ctx, v, at: None if v is None else check(ctx, v, at)
 
 
 def string(ctx: Context, v: Any, at: str) -> str:

@@ -29,6 +29,8 @@ REFERENCE_HEADLINE = ("marginal/ece", "marginal/ce", "interval/coverage")
 
 PROFILES = ("smoke", "quick", "paper")  # the search spaces' profiles (and the built-in data sizes)
 ENCODERS = ("resnet18", "small")  # image encoders of the simulator
+LR_SCHEDULES = ("constant", "onecycle")  # the learning rate over a training (focus_tune.train.LearningRate)
+RACING = ("off", "record", "stop")  # racing of a stage's candidates (focus_tune.racing)
 JOINT_SEARCHES = ("grid", "optuna")  # how the joint lambda_all x k2 stage is searched
 
 # Using a final model (python -m focus_tune.predict, its MLflow python_function): M, the seed

@@ -33,6 +33,7 @@ models are the solo ones. On a CPU packing does not pay (FINDINGS: a vmapped enc
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -43,6 +44,7 @@ from torch.func import functional_call, stack_module_state
 
 from .model import Simulator
 from .device_split import DeviceSplit
+from .train import LearningRate, set_lr
 
 
 class PackedSimulator:
@@ -134,11 +136,12 @@ class PackedSimulator:
     def step_gates(self, table: torch.Tensor, prev: torch.Tensor, h: torch.Tensor,
                    w_hh_t: torch.Tensor) -> torch.Tensor:
         """One sampling step's gates: table [K, c + 1, 4H], previous classes [K, R], h [K, R, H],
-        W_hh^T [K, H, 4H] -> [K, R, 4H] (the solo sampler's ``addmm`` per member on a CPU)."""
+        W_hh^T [K, H, 4H] -> [K, R, 4H] (the solo sampler's gather and ``addmm_`` per member on a CPU)."""
         if self.batched:
             member = torch.arange(self.size, device=prev.device).view(-1, 1)
             return torch.baddbmm(table[member, prev], h, w_hh_t)
-        return torch.stack([torch.addmm(table[k][prev[k]], h[k], w_hh_t[k]) for k in range(self.size)])
+        return torch.stack([torch.index_select(table[k], 0, prev[k]).addmm_(h[k], w_hh_t[k])
+                            for k in range(self.size)])
 
     def forward(self, images: torch.Tensor, sequences: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits: images uint8 [K, B, C, H, W], sequences long [K, B, L] -> [K, B, L, c]."""
@@ -217,7 +220,9 @@ def member_optimizer_state(optimizer: torch.optim.Adam, packed: PackedSimulator,
         s = optimizer.state.get(p)
         if s:
             state[i] = {key: (v.detach().clone() if key == "step" else v[k].detach().clone()) for key, v in s.items()}
-    return {"state": state, "param_groups": full["param_groups"]}
+    # A capturable pack's learning rate is a tensor; a solo Adam takes a number.
+    groups = [{**g, "lr": float(g["lr"])} for g in full["param_groups"]]
+    return {"state": state, "param_groups": groups}
 
 
 def load_member_optimizer(optimizer: torch.optim.Adam, packed: PackedSimulator, k: int, solo_state: dict) -> None:
@@ -282,7 +287,8 @@ class PackTrainer:
     """
 
     def __init__(self, packed: PackedSimulator, optimizer: torch.optim.Optimizer, datasets: Sequence[DeviceSplit],
-                 members: Sequence[Member], batch_size: int, autocast: bool = False, cuda_graph: bool = False):
+                 members: Sequence[Member], batch_size: int, autocast: bool = False, cuda_graph: bool = False,
+                 lr: LearningRate | None = None):
         if len(members) != packed.size:
             raise ValueError(f"{len(members)} members for a pack of {packed.size}")
         if any(not 0 <= m.dataset < len(datasets) for m in members):
@@ -292,7 +298,7 @@ class PackTrainer:
             raise ValueError(f"the members' datasets differ in size {sorted(sizes)}; a pack steps through equal ones")
         self.n = sizes.pop()
         self.packed, self.optimizer, self.members = packed, optimizer, list(members)
-        self.batch_size, self.autocast = batch_size, autocast
+        self.batch_size, self.autocast, self.lr = batch_size, autocast, lr
         device = packed.device
         self.cuda_graph = cuda_graph and device.type == "cuda"
         K = packed.size
@@ -336,8 +342,8 @@ class PackTrainer:
             self._step(self.idx)
         self.graph = graph
 
-    def epoch(self) -> list[dict]:
-        """One pass of every member over its data. Returns one dict per member,
+    def epoch(self, number: int = 1) -> list[dict]:
+        """Pass ``number`` (from 1: the learning rate's steps) of every member over its data. Returns one dict per member,
         ``{"train/loss", "train/samples_per_s"}`` (per member: the pack's aggregate is K times
         it), or ``{"failed": message}`` once its loss has turned non-finite."""
         packed, members, b = self.packed, self.members, self.batch_size
@@ -349,7 +355,11 @@ class PackTrainer:
         self.bad_at.fill_(-1)
         self.seen.zero_()
         t0 = time.perf_counter()
+        step = (number - 1) * math.ceil(self.n / b)
         for start in range(0, self.n, b):
+            if self.lr is not None:  # before the step (a captured graph reads a tensor lr, filled in place)
+                set_lr(self.optimizer, self.lr(step))
+            step += 1
             idx = order[:, start : start + b]
             if not self.cuda_graph or idx.shape[1] != b:
                 self._step(idx)
@@ -380,4 +390,6 @@ def new_pack(models: Sequence[Simulator], lr: float, device="cpu",
     """A pack of ``models`` on ``device`` and its Adam (no weight decay, as a solo trial's;
     ``capturable`` for :class:`PackTrainer`'s CUDA graph)."""
     packed = PackedSimulator([m.to(device) for m in models])
-    return packed, torch.optim.Adam(packed.parameters(), lr=lr, capturable=capturable)
+    # A captured step reads the learning rate from a tensor, so a schedule can change it between replays.
+    rate = torch.tensor(lr, dtype=torch.float32, device=device) if capturable else lr
+    return packed, torch.optim.Adam(packed.parameters(), lr=rate, capturable=capturable)

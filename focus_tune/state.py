@@ -62,6 +62,10 @@ class SearchState:
     drivers: list[dict] = field(default_factory=list)
     parent_run_id: str | None = None
     fingerprint: dict = field(default_factory=dict)
+    # racing (focus_tune.racing): trial id -> its validation at the race epoch ({"epoch",
+    # "score", "influence"}), and the trainings the race stopped -> why (racing.Lost's fields)
+    race: dict[str, dict] = field(default_factory=dict)
+    stopped: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> "SearchState":
@@ -73,7 +77,8 @@ class SearchState:
         else:
             names = {f for f in cls.__dataclass_fields__ if f != "path"}
             kinds = {"results": dict, "influence": dict, "checkpoints": dict, "finals": dict, "trial_seconds": dict,
-                     "fit_seconds": list, "slots": int, "attempts": int, "drivers": list, "fingerprint": dict}
+                     "fit_seconds": list, "slots": int, "attempts": int, "drivers": list, "fingerprint": dict,
+                     "race": dict, "stopped": dict}
             if not isinstance(raw, dict) or set(raw) - names:
                 what = f"not a search state (fields {short(sorted(raw) if isinstance(raw, dict) else raw)})"
             else:
@@ -84,15 +89,16 @@ class SearchState:
             raise SearchError(f"{path}: {what}; it cannot be resumed: move it away to start the search again")
         return cls(path=path, **raw)
 
-    def difference_se(self, a: str, b: str) -> float | None:
+    def difference_se(self, a: str, b: str, race: bool = False) -> float | None:
         """Standard error of the difference of two trials' scores (paired over the validation
         items), from their recorded influences; None when either has none (a failed trial, or a
-        search state from before they were recorded)."""
-        if a not in self.influence or b not in self.influence:
+        search state from before they were recorded). ``race``: of their scores at the race epoch."""
+        influence = {t: r["influence"] for t, r in self.race.items() if "influence" in r} if race else self.influence
+        if a not in influence or b not in influence:
             return None
         from .metrics import difference_se
 
-        x, y = _decoded(self.influence[a]), _decoded(self.influence[b])
+        x, y = _decoded(influence[a]), _decoded(influence[b])
         return difference_se(x, y) if x.shape == y.shape else None
 
     def save(self) -> None:

@@ -5,19 +5,69 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .device_split import DeviceSplit
 from .model import Simulator
+from .names import LR_SCHEDULES
 from .regularization import regularized_loss
 
 
 class NonFiniteLoss(FloatingPointError):
     """The training loss became NaN or infinite: the trial cannot continue."""
+
+
+@dataclass(frozen=True)
+class LearningRate:
+    """The learning rate of every optimizer step, a pure function of the step's index (so a
+    resumed trial needs nothing saved to continue it).
+
+    ``constant``: ``peak`` throughout (the paper's Adam). ``onecycle``: PyTorch's
+    ``OneCycleLR`` with cosine annealing and no momentum cycling: from ``peak / 25`` up to
+    ``peak`` over the first 30 % of the steps, then down to ``peak / 25e4`` at the last one
+    (``tests/test_train.py`` checks it against ``torch.optim.lr_scheduler.OneCycleLR``).
+    """
+
+    peak: float
+    total_steps: int
+    kind: str = "constant"
+    pct_start: float = 0.3
+    div_factor: float = 25.0
+    final_div_factor: float = 1e4
+
+    @classmethod
+    def of(cls, lr: float, schedule: str, epochs: int, items: int, batch_size: int) -> "LearningRate":
+        """The schedule of a training of ``epochs`` passes over ``items`` in batches of ``batch_size``."""
+        if schedule not in LR_SCHEDULES:
+            raise ValueError(f"unknown lr schedule {schedule!r}; choose one of {', '.join(LR_SCHEDULES)}")
+        return cls(lr, epochs * math.ceil(items / batch_size), schedule)
+
+    def __call__(self, step: int) -> float:
+        if self.kind == "constant":
+            return self.peak
+        initial = self.peak / self.div_factor
+        final = initial / self.final_div_factor
+        warm_end = float(self.pct_start * self.total_steps) - 1
+        if step <= warm_end:
+            start, end, pct = initial, self.peak, step / warm_end
+        else:
+            start, end, pct = self.peak, final, (step - warm_end) / (self.total_steps - 1 - warm_end)
+        return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set every parameter group's learning rate (a tensor one in place: a CUDA graph reads it)."""
+    for group in optimizer.param_groups:
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = lr
 
 
 def seed_everything(seed: int) -> torch.Generator:
@@ -36,8 +86,13 @@ def train_one_epoch(
     batch_size: int,
     generator: torch.Generator,
     autocast: bool = False,
+    lr: LearningRate | None = None,
+    step: int = 0,
 ) -> dict[str, float]:
     """One pass over ``data`` in shuffled batches with the loss of eq. 2.
+
+    ``lr``: the learning rate of each step (None: the optimizer's own, unchanged); ``step``:
+    the index of this epoch's first step in the training (``(epoch - 1) * batches``).
 
     Returns ``{"train/loss", "train/samples_per_s"}``. Raises :class:`NonFiniteLoss` when
     the loss turns NaN or infinite, rather than training on garbage.
@@ -57,7 +112,10 @@ def train_one_epoch(
             raise NonFiniteLoss(f"training loss became {loss.item()} after {seen} samples")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if lr is not None:
+            set_lr(optimizer, lr(step))
         optimizer.step()
+        step += 1
         total += loss.item() * len(idx)
         seen += len(idx)
     return {"train/loss": total / seen, "train/samples_per_s": seen / (time.perf_counter() - t0)}

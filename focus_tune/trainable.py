@@ -13,6 +13,7 @@ The trial's config holds one :class:`~focus_tune.job.TrialJob` under ``"job"``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -32,7 +33,7 @@ from .names import SELECT_KEYS, TS_PREFIX
 from .temperature import GRID, TemperatureFit, choose_on_grid, live_mask, paired_bootstrap_se
 from .device_split import DeviceSplit
 from .evaluation import evaluate, test_result
-from .train import NonFiniteLoss, seed_everything, train_one_epoch
+from .train import LearningRate, NonFiniteLoss, seed_everything, train_one_epoch
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -102,6 +103,7 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
     lambdas = job.spec.schedule.tensor()
     common = dict(event=info.event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing,
                   estimator=train.estimator)
+    val_estimator, val_samples = train.validation
 
     if job.source_checkpoint:
         # A final that reuses the search trial trained with the same schedule and seed. Its
@@ -129,19 +131,24 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
 
     train_split = DeviceSplit.from_arrays(data.train, device)
     val_split = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
+    lr = LearningRate.of(train.lr, train.lr_schedule, train.epochs, len(train_split), train.batch_size)
+    batches = math.ceil(len(train_split) / train.batch_size)
+    # A search trial of a racing search validates at the race epoch too (focus_tune.racing).
+    race_at = train.race_at if train.racing != "off" and not job.evaluate_test else None
 
     def evaluate_and_report(epoch: int, result: dict) -> None:
         """Validate (deterministic: a fresh generator per epoch), checkpoint and report."""
         t0 = time.perf_counter()
-        val = evaluate(model, val_split, train.num_samples, generator=_eval_gen(job.spec.seed, epoch),
-                       per_entry=True, **common)
+        val = evaluate(model, val_split, val_samples, generator=_eval_gen(job.spec.seed, epoch),
+                       per_entry=True, **{**common, "estimator": val_estimator})
         val.pop("per_entry")
         probs = val.pop("probs")
         last_val = {f"val/{k.removeprefix('marginal/')}": v for k, v in val.items() if k.startswith("marginal/")}
         result.update(last_val)
         final = epoch == train.epochs
         result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
-        if final and not job.evaluate_test:  # the evaluation a stage decides by (finals decide nothing)
+        # The evaluation a stage decides by, and its race epoch's (finals decide nothing)
+        if (final or epoch == race_at) and not job.evaluate_test:
             result[INFLUENCE_KEY] = encode_influence(item_influence(
                 probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins))
         result["time/eval_s"] = time.perf_counter() - t0
@@ -163,7 +170,8 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
         t0 = time.perf_counter()
         try:
             result = train_one_epoch(model, optimizer, train_split, lambdas, train.batch_size, generator,
-                                     autocast=device.type == "cuda" and train.precision == "bf16")
+                                     autocast=device.type == "cuda" and train.precision == "bf16",
+                                     lr=lr, step=(epoch - 1) * batches)
         except NonFiniteLoss as err:
             # Retrying would meet the same NaN: end the trial, marked failed, with the reason.
             tune.report({"epoch": epoch, "failed": 1, "error": str(err)})
@@ -171,7 +179,7 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
         result["time/train_s"] = time.perf_counter() - t0
         result["epoch"] = epoch
         result["node_id"] = ray.get_runtime_context().get_node_id()  # where it ran (multi-node checks)
-        if epoch % train.eval_every == 0 or epoch == train.epochs:
+        if epoch % train.eval_every == 0 or epoch == train.epochs or epoch == race_at:
             evaluate_and_report(epoch, result)
         else:
             tune.report(result)
@@ -203,8 +211,8 @@ def _run_pack(pack: PackJob, data: Splits) -> None:
     members = [Member(job.spec.schedule.tensor(), g) for job, g in zip(jobs, generators)]
     common = dict(event=info.event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing,
                   estimator=train.estimator)
-    if train.estimator != "counted":
-        raise ValueError(f"a pack validates with the counted estimator; estimator {train.estimator!r}: use --pack 1")
+    if train.validation[0] != "counted":
+        raise ValueError(f"a pack validates with the counted estimator; estimator {train.validation[0]!r}: use --pack 1")
     start = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:  # a retry: every member from the pack's last checkpoint
@@ -223,7 +231,9 @@ def _run_pack(pack: PackJob, data: Splits) -> None:
     train_split = DeviceSplit.from_arrays(data.train, device)
     val_split = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
     trainer = PackTrainer(packed, optimizer, [train_split], members, train.batch_size,
-                          autocast=device.type == "cuda" and train.precision == "bf16", cuda_graph=device.type == "cuda")
+                          autocast=device.type == "cuda" and train.precision == "bf16", cuda_graph=device.type == "cuda",
+                          lr=LearningRate.of(train.lr, train.lr_schedule, train.epochs, len(train_split),
+                                             train.batch_size))
     node = ray.get_runtime_context().get_node_id()
 
     def evaluate_and_report(epoch: int, results: dict) -> None:
@@ -232,7 +242,7 @@ def _run_pack(pack: PackJob, data: Splits) -> None:
         final = epoch == train.epochs
         group = packed if len(alive) == packed.size else PackedSimulator([member_model(packed, k, template)
                                                                           for k in alive])
-        vals = evaluate_packed(group, [val_split] * len(alive), train.num_samples, info.event,
+        vals = evaluate_packed(group, [val_split] * len(alive), train.validation[1], info.event,
                                [_eval_gen(jobs[k].spec.seed, epoch) for k in alive], train.ece_bins, train.alpha,
                                train.absorbing, per_entry=True, threads=max(1, pack.threads))
         eval_s = (time.perf_counter() - t0) / max(1, len(alive))
@@ -265,7 +275,7 @@ def _run_pack(pack: PackJob, data: Splits) -> None:
         return
     for epoch in range(start + 1, train.epochs + 1):
         t0 = time.perf_counter()
-        outs = trainer.epoch()
+        outs = trainer.epoch(epoch)
         train_s = time.perf_counter() - t0
         results = {}
         for job, out in zip(jobs, outs):
@@ -302,6 +312,7 @@ def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, fold
     per-entry file.
     """
     train, seed = job.train, job.spec.seed
+    t0 = time.perf_counter()
     test = DeviceSplit.from_arrays(data.test, device, items=train.test_items)
     labels = test.sequences.cpu().numpy()
     cond = job.data.condition_class
@@ -313,7 +324,9 @@ def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, fold
     result = test_result(out, per_entry, probs, labels, train.ece_bins)
     files = {"test_per_entry": result.pop("test_per_entry")}
     if job.spec.family == "none":
+        t1 = time.perf_counter()
         fit = _fit_temperature(model, data, job, device)
+        result["time/temperature_s"] = time.perf_counter() - t1
         if fit.pooled == 1.0:  # no change: the same draws (below) would give the same numbers
             ts, ts_entry, ts_probs = dict(out), dict(per_entry), probs
         else:  # the unscaled evaluation's uniforms: the rows differ by the temperature alone
@@ -328,6 +341,7 @@ def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, fold
         result.update({TS_PREFIX + k.removeprefix("test/"): v for k, v in scaled.items()})
     with open(os.path.join(folder, PER_ENTRY_FILE), "w") as handle:
         json.dump(files, handle)
+    result["time/test_s"] = time.perf_counter() - t0  # the test evaluations, the temperature's fit included
     return result
 
 
@@ -353,10 +367,12 @@ def _fit_temperature(model, data: Splits, job: TrialJob, device) -> TemperatureF
     L = labels.shape[1]
     probs = {}
 
+    estimator, samples = train.validation
+
     def val_ece(t: float) -> float:
-        out = evaluate(model, val, train.num_samples, info.event, _eval_gen(job.spec.seed, -3), train.ece_bins,
+        out = evaluate(model, val, samples, info.event, _eval_gen(job.spec.seed, -3), train.ece_bins,
                        train.alpha, absorbing=train.absorbing, temperature=torch.full((L,), t),
-                       estimator=train.estimator, per_entry=True)
+                       estimator=estimator, per_entry=True)
         probs[t] = out["probs"]
         return out["marginal/ece"]
 

@@ -21,7 +21,7 @@ from focus_tune.model import Simulator
 from focus_tune.packed import (Member, PackTrainer, PackedSimulator, load_member, load_member_optimizer,
                                member_model, member_optimizer_state, member_state_dict, new_pack)
 from focus_tune.packed_eval import evaluate_packed, sample_packed
-from focus_tune.train import train_one_epoch
+from focus_tune.train import LearningRate, train_one_epoch
 from focus_tune.device_split import DeviceSplit
 from focus_tune.evaluation import evaluate
 
@@ -95,6 +95,26 @@ def test_float32_members_are_their_solo_trials_bit_for_bit(data):
         model, _, _, losses = _solo(seed, k, data, 2, torch.float32)
         assert [o[k]["train/loss"] for o in outs] == losses
         assert _max_diff(member_state_dict(packed, k), model) == 0.0
+
+
+def test_members_follow_a_learning_rate_schedule_as_alone(data):
+    """A one-cycle schedule: every member's weights equal its solo trial's, bit for bit (float32)."""
+    lr = LearningRate.of(1e-2, "onecycle", 2, len(data), 16)
+    packed, opt = new_pack([_model(s, torch.float32) for s in SEEDS], lr=1e-2)
+    members = [Member(_lambdas(k, torch.float32), torch.Generator().manual_seed(s)) for k, s in enumerate(SEEDS)]
+    trainer = PackTrainer(packed, opt, [data], members, 16, lr=lr)
+    outs = [trainer.epoch(e) for e in (1, 2)]
+    batches = -(-len(data) // 16)
+    for k, seed in enumerate(SEEDS):
+        model = _model(seed, torch.float32)
+        sopt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        gen = torch.Generator().manual_seed(seed)
+        losses = [train_one_epoch(model, sopt, data, _lambdas(k, torch.float32), 16, gen, lr=lr,
+                                  step=e * batches)["train/loss"] for e in range(2)]
+        assert [o[k]["train/loss"] for o in outs] == losses
+        assert _max_diff(member_state_dict(packed, k), model) == 0.0
+    assert opt.param_groups[0]["lr"] == lr(2 * batches - 1)
+    assert isinstance(member_optimizer_state(opt, packed, 0)["param_groups"][0]["lr"], float)
 
 
 def test_a_member_whose_loss_turns_nan_stops_alone(data):

@@ -6,7 +6,7 @@ from focus_tune.metrics import sequence_metrics
 from focus_tune.model import Simulator
 from focus_tune.montecarlo import time_to_event
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import NonFiniteLoss, seed_everything, train_one_epoch
+from focus_tune.train import LearningRate, NonFiniteLoss, seed_everything, train_one_epoch
 from focus_tune.device_split import DeviceSplit
 from focus_tune.evaluation import evaluate
 
@@ -100,3 +100,64 @@ def test_absorbing_modes_on_a_model_that_leaks():
     assert forced["marginal/rmse"] < 0.05 < 0.5 * leaky_rmse < model["marginal/rmse"]
     with pytest.raises(ValueError, match="absorbing must be one of"):
         evaluate(sim, data, generator=torch.Generator().manual_seed(0), absorbing="always", **common)
+
+
+@pytest.mark.parametrize("epochs,items,batch", [(10, 1000, 64), (3, 40, 16), (1, 7, 8)])
+def test_one_cycle_is_torch_one_cycle(epochs, items, batch):
+    """The pure function of the step is PyTorch's OneCycleLR (cosine, no momentum cycling)."""
+    lr = LearningRate.of(3e-3, "onecycle", epochs, items, batch)
+    opt = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=3e-3)
+    ref = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, total_steps=lr.total_steps, cycle_momentum=False)
+    for step in range(lr.total_steps):
+        assert lr(step) == pytest.approx(opt.param_groups[0]["lr"], rel=1e-12, abs=1e-15), step
+        opt.step()
+        ref.step()
+    assert LearningRate.of(3e-3, "constant", epochs, items, batch)(5) == 3e-3
+    with pytest.raises(ValueError, match="unknown lr schedule"):
+        LearningRate.of(3e-3, "cosine", epochs, items, batch)
+
+
+def test_a_scheduled_training_is_the_scheduler_driven_loop_and_resumes_from_the_epoch():
+    """train_one_epoch with a LearningRate equals the naive loop stepping OneCycleLR after every
+    batch, bit for bit; and a training continued from epoch 2 with a fresh optimizer state
+    copy (a resumed trial) takes the same steps, as the rate is a function of the step alone."""
+    L = 5
+    data = chain_split(48, L, 5)
+    lambdas = LambdaSchedule.constant(0.01, L).tensor()
+    lr = LearningRate.of(1e-2, "onecycle", 3, len(data), 16)
+
+    def fresh():
+        torch.manual_seed(0)
+        model = Simulator(3, encoder="small", embed_dim=8, hidden=8)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-2), torch.Generator().manual_seed(1)
+
+    model, opt, gen = fresh()
+    losses = [train_one_epoch(model, opt, data, lambdas, 16, gen, lr=lr, step=e * 3)["train/loss"] for e in range(3)]
+
+    ref, ref_opt, ref_gen = fresh()
+    sched = torch.optim.lr_scheduler.OneCycleLR(ref_opt, 1e-2, total_steps=9, cycle_momentum=False)
+    from focus_tune.regularization import regularized_loss
+    ref_losses = []
+    for _ in range(3):
+        order, total = torch.randperm(len(data), generator=ref_gen), 0.0
+        for start in range(0, len(data), 16):
+            idx = order[start:start + 16]
+            loss = regularized_loss(ref(data.images[idx], data.sequences[idx]), data.sequences[idx], lambdas)
+            ref_opt.zero_grad()
+            loss.backward()
+            ref_opt.step()
+            sched.step()
+            total += loss.item() * len(idx)
+        ref_losses.append(total / len(data))
+    assert losses == ref_losses
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values()))
+
+    # Resumed after epoch 1: the checkpoint's model, optimizer and generator, then epochs 2-3.
+    first, first_opt, first_gen = fresh()
+    train_one_epoch(first, first_opt, data, lambdas, 16, first_gen, lr=lr, step=0)
+    again, again_opt, _ = fresh()
+    again.load_state_dict(first.state_dict())
+    again_opt.load_state_dict(first_opt.state_dict())
+    for e in (1, 2):
+        train_one_epoch(again, again_opt, data, lambdas, 16, first_gen, lr=lr, step=e * 3)
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), model.state_dict().values()))

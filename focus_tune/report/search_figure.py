@@ -73,6 +73,18 @@ def _draw_failed(ax, xs: Sequence[float]) -> None:
         ax.plot([x], [0.96], marker="x", color="grey", ms=6, mew=1.5, transform=tr, clip_on=False, zorder=5)
 
 
+def _draw_stopped(ax, rows: Sequence[Mapping]) -> None:
+    """Candidates the race stopped: a hollow square at the top, with the epoch it stopped at."""
+    from matplotlib.transforms import blended_transform_factory
+
+    tr = blended_transform_factory(ax.transData, ax.transAxes)
+    for r in rows:
+        ax.plot([r["lambda"]], [0.96], marker="s", mfc="white", mec="0.3", ms=5.5, mew=1.2, transform=tr,
+                clip_on=False, zorder=5)
+        ax.annotate(f"stopped (epoch {r['stopped']['epoch']})", (r["lambda"], 0.96), xycoords=tr,
+                    textcoords="offset points", xytext=(0, -9), ha="center", va="top", fontsize=6, color="0.3")
+
+
 def _draw_stage(ax, stage: Mapping, color: str) -> None:
     """Candidates of one stage against lambda: a line through them, the chosen one as a star."""
     rows = [r for r in stage["candidates"] if r["lambda"] is not None]
@@ -81,6 +93,7 @@ def _draw_stage(ax, stage: Mapping, color: str) -> None:
         ax.plot([r["lambda"] for r in ok], [r["score"] for r in ok], color="0.35", marker="o", lw=1.0,
                 mfc="white", mec="0.2", zorder=3)
     _draw_failed(ax, [r["lambda"] for r in rows if r["status"] == "failed"])
+    _draw_stopped(ax, [r for r in rows if r["status"] == "stopped"])
     _draw_chosen(ax, stage, color)
 
 
@@ -118,6 +131,7 @@ def _draw_joint(ax, stage: Mapping, k1: int) -> None:
             ax.plot([r["lambda"] for r in mine], [r["score"] for r in mine], color=color, marker="o", lw=1.0,
                     mfc="white" if reused else color, mec=color, ls="--" if reused else "-", label=label, zorder=3)
         _draw_failed(ax, [r["lambda"] for r in rows if int(r["k2"]) == k2 and r["status"] == "failed"])
+    _draw_stopped(ax, [r for r in rows if r["status"] == "stopped"])
     _draw_chosen(ax, stage, CHOSEN_COLOR)
 
 

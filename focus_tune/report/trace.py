@@ -6,6 +6,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ..names import FAMILIES, FAMILY_STAGE
+from ..racing import Lost
 from .columns import NA
 from .stats import to_float
 
@@ -24,7 +25,7 @@ def _stage_x(stage: str, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Sequence] | None = None,
-                 score: str = "validation marginal ECE") -> dict:
+                 score: str = "validation marginal ECE", stopped: Mapping[str, Mapping] | None = None) -> dict:
     """What the search did, as plain JSON values: every stage's candidates with their
     selection score (named by ``score``), the chosen one and the decision (its rival, the
     score difference and its standard error, the rule that chose: see ``focus_tune.plan``),
@@ -35,8 +36,11 @@ def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Seque
     score (None = failed), ``histories`` trial id -> [(epoch, val ECE), ...] (the MLflow
     child runs' ``val/ece``; see ``Tracker.metric_histories``). A candidate that the plan
     deduplicated (its schedule was trained by an earlier trial, e.g. k2 <= k1) carries the
-    id of that trial in ``trained_as`` and its score.
+    id of that trial in ``trained_as`` and its score. ``stopped``: the trainings racing
+    stopped (the search state's, ``racing.Lost`` fields); their candidates have the status
+    "stopped" and the race under ``stopped``.
     """
+    stopped = stopped or {}
     stages = []
     winners = plan.winners(results)
     noise = plan.difference_se or (lambda a, b: None)
@@ -44,9 +48,10 @@ def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Seque
         chosen = winners.get(name)
         rows = [{"trial_id": c.spec.trial_id, "trained_as": c.trained_as, "schedule": str(c.spec.schedule),
                  **_stage_x(name, c.spec.params), "penalty": float(sum(c.spec.schedule.values)),
-                 "score": c.score, "status": c.status,
+                 "score": c.score, "status": "stopped" if c.trained_as in stopped else c.status,
                  "se": (noise(c.trained_as, chosen.trained_as)
-                        if chosen and c.status == "ok" and c.trained_as != chosen.trained_as else None)}
+                        if chosen and c.status == "ok" and c.trained_as != chosen.trained_as else None),
+                 **({"stopped": dict(stopped[c.trained_as])} if c.trained_as in stopped else {})}
                 for c in candidates]
         decision = None if chosen is None else {"rule": chosen.rule, "rival": chosen.rival,
                                                 "difference": chosen.difference, "se": chosen.difference_se}
@@ -86,7 +91,9 @@ def search_lines(search: Mapping) -> list[str]:
                 notes.append("**chosen**")
             if row["trained_as"] != row["trial_id"]:
                 notes.append(f"same schedule as `{row['trained_as']}`, trained once")
-            if row["status"] != "ok":
+            if row["status"] == "stopped":
+                notes.append(Lost(**row["stopped"]).text())
+            elif row["status"] != "ok":
                 notes.append(row["status"])
             lam = "" if row["lambda"] is None else f"{row['lambda']:g}"
             k2 = "" if row["k2"] is None else str(row["k2"])

@@ -11,6 +11,7 @@ from ray.tune import Callback
 from ..atomic import disk_full
 from ..job import PackJob, job_of, jobs_of, member_results
 from ..progress import Progress
+from ..racing import Lost
 from ..state import DiskFull
 from .storage import SearchState, checkpoint_uri
 
@@ -64,8 +65,9 @@ class MLflowCallback(Callback):
         for member in jobs_of(job):
             tid = member.trial_id
             if tid in self.state.results and tid not in self.ended:  # else stopped by Ctrl-C: the driver marks it KILLED
+                stopped = self.state.stopped.get(tid)
                 self._send(self.tracker.end_trial, tid, failed=self.state.results[tid] is None,
-                           reason=last.get(tid, {}).get("error"))
+                           reason=last.get(tid, {}).get("error"), stopped=Lost(**stopped).text() if stopped else None)
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
         for tid, uri in checkpoints_of(trial, checkpoint).items():
@@ -148,7 +150,9 @@ class StateCallback(Callback):
             self.running.discard(tid)
             if tid in self.state.results:
                 score = self.state.results[tid]
-                if score is None:
+                if tid in self.state.stopped:
+                    self.progress.line(f"  {tid} {Lost(**self.state.stopped[tid]).text()}")
+                elif score is None:
                     self.progress.failed(tid, last.get(tid, {}).get("error", "no score reported"))
                 self.progress.trial_done(tid, score, self.state.trial_seconds.get(tid))
 

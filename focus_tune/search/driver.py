@@ -260,6 +260,7 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
 
     from ..trainable import run_trial
     from .callbacks import MLflowCallback, StateCallback
+    from .racing import RaceScheduler
     from .searcher import PlanSearcher
 
     # One CPU (one torch thread) per trial by default (search/cli.py): on a laptop, trials
@@ -295,10 +296,14 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
     pack, why = resolve_pack(opts.pack, opts.gpus_per_trial, prep.dataset.manifest)
     if opts.pack == "auto":
         progress.line(f"--pack auto: {why}")
-    if pack > 1 and cfg.train.estimator != "counted":
+    if pack > 1 and cfg.train.validation[0] != "counted":
         raise SearchError(f"--pack {opts.pack}: a pack validates with the counted estimator, and the search space "
-                          f"asks for estimator {cfg.train.estimator!r}; use --pack 1")
-    searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, optuna, handout, pack=pack)
+                          f"asks for {cfg.train.validation[0]!r} in validation; use --pack 1")
+    racing = cfg.train.racing != "off" and pack == 1  # a pack's members cannot be stopped one by one
+    if cfg.train.racing != "off" and not racing:
+        progress.line(f"racing {cfg.train.racing!r} is off with --pack {pack}: a pack's members train as one trial")
+    searcher = PlanSearcher(plan, state, make_job, slots, cfg.train.epochs, optuna, handout, pack=pack,
+                            race=cfg.train if racing else None)
     name = "search" if state.attempts == 1 else f"search-attempt{state.attempts}"
     mlflow_callback = MLflowCallback(tracker, state)
     tuner = tune.Tuner(
@@ -306,6 +311,7 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
                             {"cpu": cpus, "gpu": opts.gpus_per_trial}),
         tune_config=tune.TuneConfig(
             search_alg=searcher, num_samples=-1, reuse_actors=True,
+            scheduler=RaceScheduler(searcher) if racing else None,
             trial_name_creator=lambda t: t.config[CONFIG_KEY].trial_id,
             trial_dirname_creator=lambda t: t.config[CONFIG_KEY].trial_id,
         ),

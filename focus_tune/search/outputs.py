@@ -61,7 +61,7 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     out = folder / "report"
     # The search itself (every stage's candidates, each family's validation ECE over epochs) in the report.
     search = search_trace(plan, state.results, tracker.metric_histories("val/ece"),
-                          score=f"validation marginal {SELECT_NAMES[cfg.train.select_by]}")
+                          score=f"validation marginal {SELECT_NAMES[cfg.train.select_by]}", stopped=state.stopped)
     report = write_report(out, opts.game, opts.profile, finals, schedules, m.class_names, m.condition_class,
                           search=search)
     eff = cost.efficiency(plan, state.results, state.trial_seconds, sum(state.fit_seconds), state.slots)

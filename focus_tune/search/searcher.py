@@ -24,6 +24,7 @@ from ..interrupt import INTERRUPT
 from ..job import DISK_FULL_KEY, INFLUENCE_KEY, PackJob, TrialJob, jobs_of, member_results
 from ..names import TS_PREFIX
 from ..plan import SearchPlan, StageFailed, TrialSpec, priority
+from ..racing import Lost, losers
 from ..state import DiskFull
 from .storage import SearchState
 
@@ -44,13 +45,15 @@ class PlanSearcher(Searcher):
 
     def __init__(self, plan: SearchPlan, state: SearchState, make_job: Callable[[TrialSpec], TrialJob],
                  slots: int | None, epochs: int, optuna=None,
-                 on_handout: Callable[[TrialJob], None] = lambda job: None, pack: int = 1):
+                 on_handout: Callable[[TrialJob], None] = lambda job: None, pack: int = 1, race=None):
         super().__init__()  # no metric: results without a score (a NaN trial's) are valid too
         self.plan, self.state, self.make_job = plan, state, make_job
         self.slots, self.epochs, self.pack = slots, epochs, pack
         self.optuna_factory, self.optuna = optuna, None
         self.on_handout = on_handout
         self.live: dict[str, TrialJob | PackJob] = {}  # Tune's trial id -> the job it runs
+        self.race = race  # the TrainConfig whose racing, race_at, race_se, tie_se apply; None: no racing
+        self.stopping: dict[str, Lost] = {}  # trial id -> why the race stops it (until Tune says it stopped)
         self.error: StageFailed | DiskFull | None = None
 
     def stop_for(self, err: DiskFull) -> None:
@@ -139,6 +142,57 @@ class PlanSearcher(Searcher):
         jobs = [first, *waiting[: size - 1]]
         return first if len(jobs) == 1 else PackJob(tuple(jobs))
 
+    # -- racing (focus_tune.racing) -----------------------------------------------------------
+    def race_result(self, tune_id: str, result: dict) -> set[str]:
+        """A trial's result, seen by the race scheduler before anything else: at the race
+        epoch its score and influences are recorded (saved at once) and, when racing stops,
+        its stage's candidates compared. Returns Tune's ids of the trials that lost (stop them)."""
+        job = self.live.get(tune_id)
+        race = self.race
+        if (race is None or race.racing == "off" or not isinstance(job, TrialJob) or job.spec.stage == "final"
+                or result.get("epoch") != race.race_at or "score" not in result):
+            return set()
+        tid = job.trial_id
+        self.state.race[tid] = {"epoch": race.race_at, "score": float(result["score"]),
+                                **({"influence": result[INFLUENCE_KEY]} if INFLUENCE_KEY in result else {})}
+        if not self.save_state() or race.racing != "stop":
+            return set()
+        stages, protected = self._race_entrants(tid)
+        lost = {}
+        for entrants in stages.values():
+            lost.update(losers(entrants, race.race_at, race.race_se, race.tie_se,
+                               lambda a, b: self.state.difference_se(a, b, race=True)))
+        running = {member.trial_id: tune for tune, j in self.live.items() for member in jobs_of(j)}
+        out = set()
+        for loser, why in lost.items():
+            if (loser in running and loser not in protected and loser not in self.state.results
+                    and loser not in self.stopping):
+                self.stopping[loser] = why
+                out.add(running[loser])
+        return out
+
+    def _race_entrants(self, tid: str) -> tuple[dict[str, list[tuple[str, float, float]]], set[str]]:
+        """stage -> (trial id, race score, penalty) of its distinct trainings that reached the
+        race epoch, for the stages in which ``tid`` races; and the trainings never to stop: a
+        candidate of two stages (deduplicated) could still win the other. The 'none' stage and
+        an Optuna joint stage do not race; nor does the constant stage when a joint schedule
+        can equal a constant one (k2 >= L, a stage not open yet)."""
+        stages = self.plan.candidates(self.state.results)
+        count: dict[str, int] = {}
+        for rows, _ in stages.values():
+            for trained in {c.trained_as for c in rows}:
+                count[trained] = count.get(trained, 0) + 1
+        skip = {"none"} | ({"joint"} if self.plan.joint_search == "optuna" else set())
+        if max(self.plan.grid.k2) >= self.plan.length:
+            skip.add("constant")
+        out = {}
+        for stage, (rows, _) in stages.items():
+            penalty = {c.trained_as: sum(c.spec.schedule.values) for c in rows}
+            if stage in skip or tid not in penalty:
+                continue
+            out[stage] = [(t, self.state.race[t]["score"], p) for t, p in penalty.items() if t in self.state.race]
+        return out, {t for t, n in count.items() if n > 1}
+
     # -- results ----------------------------------------------------------------------------
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         """A pack's member is done when it reports its last epoch's score or its failure: its
@@ -179,6 +233,9 @@ class PlanSearcher(Searcher):
             score = None  # crashed past its retries, or a non-finite loss
         elif "score" in result and result.get("epoch") == self.epochs:
             score, influence = float(result["score"]), result.get(INFLUENCE_KEY)
+        elif tid in self.stopping:  # lost its race: no score, and a stage decides without it
+            score = None
+            self.state.stopped[tid] = dict(vars(self.stopping.pop(tid)))
         else:
             return  # stopped before its end (Ctrl-C): it runs again, from its checkpoint, on --resume
         self.state.results[tid] = score

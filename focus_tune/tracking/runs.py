@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from ..atomic import write_atomic
 from ..names import MODEL_JSON, MODEL_WEIGHTS
-from .lineage import CHECKPOINT_TAG, DATASET_CONTEXT, MODEL_TAG, WINNER_TAG, context_tags, dataset_entity, experiment_tags
+from .lineage import CHECKPOINT_TAG, DATASET_CONTEXT, MODEL_TAG, STOPPED_TAG, WINNER_TAG, context_tags, dataset_entity, experiment_tags
 from .models import _save_example, default_input_example, model_signature, write_environment
 from .outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable, is_server
 from .store import _is_metric, tracking_uri
@@ -182,14 +182,19 @@ class Tracker:
         self.client.log_batch(run_id, tags=[RunTag("retries", str(failures)),
                                             RunTag(f"retry.{failures}", reason[:4000])])
 
-    def end_trial(self, trial_id: str, failed: bool, reason: str | None = None) -> None:
+    def end_trial(self, trial_id: str, failed: bool, reason: str | None = None, stopped: str | None = None) -> None:
+        """End a trial's run: FINISHED, FAILED (``reason``: why) or, stopped by racing, KILLED
+        with the tag ``stopped_by`` saying why (``stopped``)."""
         run_id = self._children[trial_id]
         try:
-            if reason:
+            if stopped:
+                self.client.set_tag(run_id, STOPPED_TAG, f"racing: {stopped}"[:4000])
+            elif reason:
                 self.client.set_tag(run_id, "failure_reason", reason[:4000])
-            self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+            status = "KILLED" if stopped else "FAILED" if failed else "FINISHED"
+            self.client.set_terminated(run_id, status=status)
         except TrackingUnavailable:
-            self._keep_unsent("end_trial", trial_id, failed, reason)
+            self._keep_unsent("end_trial", trial_id, failed, reason, stopped)
             raise
 
     def tag_winner(self, trial_id: str, stage: str) -> None:
