@@ -35,7 +35,7 @@ from focus_tune.data import load_dataset
 from focus_tune.data.profiles import FACEMED, get_spec
 from focus_tune.model import Simulator
 from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import seed_everything, train_one_epoch
+from focus_tune.train import LearningRate, seed_everything, train_one_epoch
 from focus_tune.device_split import DeviceSplit
 from focus_tune.evaluation import evaluate
 
@@ -79,13 +79,17 @@ def run_config(args, game: str, size: int, width: int, schedule: str, seed: int,
     model = Simulator(m.num_classes, cfg.encoder, hidden, hidden, m.image_shape[0], encoder_width=width)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr or cfg.lr)
     lambdas = SCHEDULES[schedule](m.length).tensor()
+    batch = args.batch_size or cfg.batch_size
+    rate = LearningRate.of(args.lr or cfg.lr, cfg.lr_schedule, args.epochs, len(train), batch)
     t0 = time.time()
     for epoch in range(1, args.epochs + 1):
-        loss = train_one_epoch(model, opt, train, lambdas, args.batch_size or cfg.batch_size, gen)["train/loss"]
+        loss = train_one_epoch(model, opt, train, lambdas, batch, gen, lr=rate,
+                               step=(epoch - 1) * -(-len(train) // batch))["train/loss"]
         if epoch % args.every and epoch != args.epochs:
             continue
+        # The profile's estimator and M, as its finals are scored
         r = evaluate(model, test, cfg.num_samples, m.event_class, torch.Generator().manual_seed(1000 + epoch),
-                     cfg.ece_bins, cfg.alpha)
+                     cfg.ece_bins, cfg.alpha, estimator=cfg.estimator)
         row = {"game": game, "train_items": size, "width": width, "schedule": schedule, "seed": seed,
                "epoch": epoch, "train_loss": loss, "seconds": time.time() - t0,
                **{k: float(v) for k, v in r.items() if isinstance(v, (int, float))},

@@ -151,7 +151,9 @@ class Progress:
         if epoch < epochs:  # the last evaluation is printed when the trial completes
             self.line(f"  [{self.stage_of.get(tid, '?')}] {tid}: epoch {epoch}/{epochs}, {self.score_name} {score:.4f}")
 
-    def trial_done(self, tid: str, score: float | None, seconds: float | None = None) -> None:
+    def trial_done(self, tid: str, score: float | None, seconds: float | None = None,
+                   stopped: str | None = None) -> None:
+        """A trial ended: its score, or failed (None), or ``stopped`` by racing (why, in words)."""
         run = self.running.pop(tid, None)
         self.queued.pop(tid, None)
         self._update_current()
@@ -171,7 +173,7 @@ class Progress:
             self.best[stage] = (score, tid)
         best = self.best.get(stage)
         best_s = f"best {stage} {self.score_name} {best[0]:.4f} ({best[1]})" if best else "no result yet"
-        score_s = "failed" if score is None else f"{self.score_name} {score:.4f}"
+        score_s = stopped if stopped else "failed" if score is None else f"{self.score_name} {score:.4f}"
         self.line(f"  [{stage}] {tid}: {score_s} | {self.done}/{self.total} trials | {best_s} | "
                   f"ETA {self._eta_text()}")
 

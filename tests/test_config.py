@@ -92,9 +92,13 @@ def test_smoke_profile_is_tiny_and_keeps_every_stage():
 def test_quick_profile_overrides_training_and_reduces_the_grids_keeping_every_stage():
     cfg = load_search_config(space_path("hero"), "quick")
     t = cfg.train
-    assert (t.encoder, t.encoder_width, t.embed_dim, t.hidden, t.lr, t.batch_size, t.epochs, t.eval_every,
-            t.num_samples) == ("resnet18", 32, 128, 128, 1e-3, 64, 30, 30, 100,
-    )
+    assert (t.encoder, t.encoder_width, t.embed_dim, t.hidden, t.lr, t.lr_schedule, t.batch_size, t.epochs,
+            t.eval_every, t.estimator, t.num_samples, t.validation) == (
+        "resnet18", 32, 128, 128, 2e-3, "constant", 64, 10, 10, "rao_blackwell", 50, ("rao_blackwell", 50))
+    assert (t.racing, t.race_at, t.race_se) == ("stop", 5, 3.0) and 1 <= t.race_at < t.epochs
+    # FaceMed's quick profile keeps the 30 epochs its pathology needs (docs/BENCHMARKS.md).
+    f = load_search_config(space_path("facemed"), "quick").train
+    assert (f.lr, f.epochs, f.estimator, f.num_samples, f.racing) == (1e-3, 30, "counted", 100, "off")
     g = cfg.grid
     assert g.k1 == PAPER_GRID.k1  # all three sequential stages
     assert set(g.lambdas) <= set(PAPER_GRID.lambdas) and set(g.k2) <= set(PAPER_GRID.k2)

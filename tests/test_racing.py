@@ -187,7 +187,7 @@ def test_a_racing_search_stops_the_losers_and_shows_them(tmp_path):
     for tid, why in stopped.items():
         assert state["results"][tid] is None and why["epoch"] == 2 and why["gap"] > 3 * why["se"]
         assert "0.01-" in tid  # only the candidates far behind lost
-    assert "stopped at epoch 2" in proc.stdout
+    assert "] stage1-l0.01-s0: stopped at epoch 2: " in proc.stdout and "stage1-l0.01-s0 FAILED" not in proc.stdout
     search = json.loads((run / "report" / "search.json").read_text())
     rows = [r for s in search["stages"] for r in s["candidates"] if r["status"] == "stopped"]
     assert {r["trained_as"] for r in rows} == set(stopped)

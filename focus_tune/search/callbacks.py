@@ -150,11 +150,11 @@ class StateCallback(Callback):
             self.running.discard(tid)
             if tid in self.state.results:
                 score = self.state.results[tid]
-                if tid in self.state.stopped:
-                    self.progress.line(f"  {tid} {Lost(**self.state.stopped[tid]).text()}")
-                elif score is None:
+                stopped = self.state.stopped.get(tid)
+                if score is None and not stopped:
                     self.progress.failed(tid, last.get(tid, {}).get("error", "no score reported"))
-                self.progress.trial_done(tid, score, self.state.trial_seconds.get(tid))
+                self.progress.trial_done(tid, score, self.state.trial_seconds.get(tid),
+                                         stopped=Lost(**stopped).text() if stopped else None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         tid = job_of(trial).trial_id

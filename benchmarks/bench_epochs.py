@@ -1,0 +1,72 @@
+"""Fewer epochs at the same point? Test metrics of the unregularized quick model per training recipe.
+
+Each recipe ``kind:epochs:lr[:batch]`` (kind ``const``: constant learning rate, the paper's
+Adam; ``oc``: one-cycle, ``focus_tune.train.LearningRate``) trains the quick model of a
+scenario unregularized (seed 0, 1 thread, the quick data's 1000 training items) and scores
+the whole test split as a final does (M = 100, counted, absorbing: model): one JSON line per
+recipe with the training seconds, the last epoch's training loss and the test ECE, CE, AUC,
+and coverage and relative width of I_0.9. The image-blind CE of the same test split is the
+reference line's (``--blind``).
+
+    python benchmarks/bench_epochs.py --game hero const:30:1e-3 const:10:2e-3 oc:12:3e-3
+    python benchmarks/bench_epochs.py --game facemed const:30:1e-3 const:18:2e-3 oc:15:3e-3:32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from focus_tune import metrics
+from focus_tune.baselines import ImageBlind
+from focus_tune.data import ensure_dataset, load_dataset
+from focus_tune.device_split import DeviceSplit
+from focus_tune.evaluation import evaluate
+from focus_tune.model import Simulator
+from focus_tune.regularization import LambdaSchedule
+from focus_tune.train import LearningRate, seed_everything, train_one_epoch
+
+KEYS = ("marginal/ece", "marginal/ce", "marginal/auc", "interval/coverage", "interval/relative_width")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("recipes", nargs="*", help="kind:epochs:lr[:batch], kind const or oc")
+    ap.add_argument("--game", default="hero")
+    ap.add_argument("--data-root", default="data_cache")
+    ap.add_argument("--blind", action="store_true", help="also print the image-blind reference line")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    ds = load_dataset(ensure_dataset(args.game, "quick", args.data_root))
+    m = ds.manifest
+    train, test = DeviceSplit.from_arrays(ds.train), DeviceSplit.from_arrays(ds.test)
+    lambdas = LambdaSchedule.none(m.length).tensor()
+    if args.blind:
+        blind = ImageBlind(ds.train.sequences, len(test), m.num_classes).marginals()
+        out = metrics.sequence_metrics(blind, test.sequences.numpy(), 10)
+        print(json.dumps({"game": args.game, "recipe": "image-blind", "marginal/ce": round(out["ce"], 4),
+                          "marginal/auc": round(out["auc"], 4)}), flush=True)
+    for recipe in args.recipes:
+        parts = recipe.split(":")
+        kind, epochs, lr = parts[0], int(parts[1]), float(parts[2])
+        batch = int(parts[3]) if len(parts) > 3 else 64
+        schedule = LearningRate.of(lr, {"const": "constant", "oc": "onecycle"}[kind], epochs, len(train), batch)
+        gen = seed_everything(0)
+        model = Simulator(m.num_classes, "resnet18", 128, 128, m.image_shape[0], encoder_width=32)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        steps = -(-len(train) // batch)
+        t0 = time.perf_counter()
+        for e in range(epochs):
+            out = train_one_epoch(model, opt, train, lambdas, batch, gen, lr=schedule, step=e * steps)
+        train_s = time.perf_counter() - t0
+        res = evaluate(model.eval(), test, 100, m.event_class, torch.Generator().manual_seed(0), 10, 0.9)
+        print(json.dumps({"game": args.game, "recipe": recipe, "train_s": round(train_s),
+                          "train_loss": round(out["train/loss"], 4), **{k: round(res[k], 4) for k in KEYS}}),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
