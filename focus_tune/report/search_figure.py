@@ -268,6 +268,8 @@ def plot_search(search: Mapping, path: Path, title: str) -> list[Path]:
             Line2D([], [], color="0.35", marker="o", mfc="white", mec="0.2", label="candidate"),
             Line2D([], [], ls="", marker="*", ms=11, color=CHOSEN_COLOR, mec="black", mew=0.6, label="chosen"),
             Line2D([], [], ls="", marker="x", color="grey", mew=1.5, label="failed"),
+            *([Line2D([], [], ls="", marker="s", mfc="white", mec="0.3", mew=1.2, label="stopped by racing")]
+              if any(r["status"] == "stopped" for st in stages for r in st["candidates"]) else []),
             Line2D([], [], color=FAMILY_COLORS["constant"], ls="--", label=_ref_label("chosen constant", constant)),
             Line2D([], [], color=FAMILY_COLORS["none"], ls=":", lw=1.2, label=_ref_label("unregularized", none)),
         ]
