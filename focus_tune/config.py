@@ -148,7 +148,7 @@ class SearchConfig:
         train = ctx.section(d["train"], "train", _TRAIN_CHECKS, required_fields(TrainConfig))
         grid = ctx.section(d["grid"], "grid", _GRID_CHECKS, required_fields(GridConfig))
         _check_grid_consistency(ctx, grid, {k: f"grid.{k}" for k in grid})
-        _check_train_consistency(ctx, train | {}, {k: f"train.{k}" for k in train})
+        _check_train_consistency(ctx, train, {})
         extra = {"final_seeds": positive_int(ctx, d["final_seeds"], "final_seeds")} if "final_seeds" in d else {}
         return cls(
             game=game_name(ctx, d["game"], "game"),
@@ -211,9 +211,7 @@ def load_search_config(path: str | os.PathLike, profile: str) -> SearchConfig:
         )
 
     train_over, grid_over = overrides[profile]
-    _check_train_consistency(ctx, {**TRAIN_DEFAULTS, **train, **train_over},
-                             {k: f"train.{k}" for k in TRAIN_DEFAULTS} | {k: f"train.{k}" for k in train}
-                             | {k: f"profiles.{profile}.train.{k}" for k in train_over})
+    _check_train_consistency(ctx, train | train_over, {k: f"profiles.{profile}.train.{k}" for k in train_over})
     # Remember where each merged grid value came from, so cross-field errors point at the
     # line the user has to edit.
     origin = {k: f"grid.{k}" for k in grid} | {k: f"profiles.{profile}.grid.{k}" for k in grid_over}
@@ -279,8 +277,10 @@ TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.default is
 
 
 def _check_train_consistency(ctx: Context, train: Mapping[str, Any], origin: Mapping[str, str]) -> None:
-    """Checks across train fields, reported at the field the user set last (``origin``)."""
+    """Checks across train fields (the defaults filled in), reported at the field the user set
+    last: ``origin`` names the profile's fields, any other is ``train.<field>``."""
     train = {**TRAIN_DEFAULTS, **train}
+    origin = {k: f"train.{k}" for k in train} | dict(origin)
     if train["racing"] != "off" and not 1 <= train["race_at"] < train["epochs"]:
         raise ctx.error(
             origin["race_at"],
