@@ -357,7 +357,7 @@ def tie_rule(scored: list[tuple[float, float, str]], tie_se: float,
     its distinct trainings with a score, in candidate order. Returns (the winner's index, its
     closest rival's index or None, the rule that chose, the SE of their difference or None):
     the rival is the lowest scorer when the tie rule chose another candidate, else the
-    runner-up. ``benchmarks/replicate.py`` replays recorded stages through it."""
+    runner-up. ``focus_tune.replicate`` replays recorded stages through it."""
     lowest = min(range(len(scored)), key=lambda i: scored[i][0])  # min keeps the first of equal scores
     if len(scored) == 1:
         return lowest, None, "only candidate", None

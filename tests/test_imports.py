@@ -15,7 +15,7 @@ LOWER = ("focus_tune.model", "focus_tune.regularization", "focus_tune.montecarlo
          "focus_tune.train", "focus_tune.evaluation", "focus_tune.device_split", "focus_tune.packed",
          "focus_tune.packed_eval", "focus_tune.names", "focus_tune.config", "focus_tune.state", "focus_tune.rates",
          "focus_tune.plan", "focus_tune.trials", "focus_tune.data")
-UPPER = ("focus_tune.search", "focus_tune.predict", "focus_tune.tracking", "focus_tune.report",
+UPPER = ("focus_tune.search", "focus_tune.replicate", "focus_tune.predict", "focus_tune.tracking", "focus_tune.report",
          "focus_tune.trainable", "focus_tune.pyfunc")
 
 

@@ -1,16 +1,24 @@
-"""benchmarks/replicate.py on synthetic run folders: schedules, decisions, agreement of the
-fixed stages under each rule, wins, means and pooled paired differences with the run as the
-unit (no search is run: ``--aggregate-only``)."""
+"""``python -m focus_tune.replicate``: on synthetic run folders (``--aggregate-only``: schedules,
+decisions, agreement of the fixed stages under each rule, wins, means and pooled paired
+differences with the run as the unit), and end to end on the smoke profile: a finished
+search is not run again, Ctrl-C stops the running one and aggregates the finished, and the
+same command resumes it; the replication is one MLflow run naming its searches."""
 
 from __future__ import annotations
 
 import csv
 import json
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
+
+from smoke_search import GAME, RUN
 
 REPO = Path(__file__).resolve().parents[1]
 KEYS = ("test/marginal/ece", "test/marginal/ece_debiased", "test/marginal/ce", "test/marginal/auc",
@@ -52,9 +60,10 @@ def test_aggregate_only_reads_runs_and_pools_by_run(tmp_path):
     for r in range(4):
         _run(storage, r)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "replicate.py"), "--game", "hero",
-                           "--seeds", "0-3", "--storage", str(storage), "--out", str(out), "--aggregate-only"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--seeds", "0-3",
+                           "--storage", str(storage), "--out", str(out), "--aggregate-only",
+                           "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     s = json.loads((out / "replication.json").read_text())
     assert s["runs"] == 4 and s["missing_seeds"] == []
@@ -74,14 +83,107 @@ def test_aggregate_only_reads_runs_and_pools_by_run(tmp_path):
     assert const["mean"] == pytest.approx(0.0) and const["below_zero"] == 2 and const["above_zero"] == 2
     assert const["low"] < 0 < const["high"] and 0.5 < const["p"] <= 1
     assert s["means"]["test/marginal/ece"]["oracle"]["mean"] < s["means"]["test/marginal/ece"]["none"]["mean"]
+    assert ece["per_run"] == pytest.approx([-0.01] * 4)
+    assert s["differences"]["time-dependent - none/test/marginal/ece"]["primary"]
+    assert not s["differences"]["time-dependent - none/test/marginal/auc"]["primary"]
     md = (out / "replication.md").read_text()
-    assert "R = 4 searches" in md and "| time-dependent - none | ECE | -0.0100 |" in md
+    assert "R = 4 searches" in md and "| time-dependent - none | ECE* | -0.0100 |" in md
+    assert "![paired differences to none, run by run](replication.png)" in md
+    assert (out / "replication.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_missing_runs_are_named(tmp_path):
     _run(tmp_path / "runs", 0)
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "replicate.py"), "--game", "hero",
-                           "--seeds", "0-1", "--storage", str(tmp_path / "runs"), "--out", str(tmp_path / "out"),
-                           "--aggregate-only"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--runs", "2",
+                           "--storage", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--aggregate-only",
+                           "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 3
     assert json.loads((tmp_path / "out" / "replication.json").read_text())["missing_seeds"] == [1]
+    assert "not finished: seeds 1" in proc.stderr
+    (run,) = _replication_runs(tmp_path / "mlflow.db", "hero")
+    assert run.info.status == "FAILED" and run.data.tags["runs"] == "1"
+
+
+@pytest.mark.parametrize("bad, message", [(["--runs", "0"], "--runs must be at least 1"),
+                                         (["--seeds", "a-b"], "is not a list like 0-4"),
+                                         (["--runs", "2", "--", "--seed", "3"], "--seed after --")])
+def test_bad_flags_are_named(tmp_path, bad, message):
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", *bad],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def _replication_runs(db: Path, game: str):
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name(f"focus-tune/{game}")
+    return client.search_runs([exp.experiment_id], filter_string="tags.kind = 'replication'")
+
+
+def _lines_until(proc, text: str, seen: list[str]) -> None:
+    for line in proc.stdout:
+        seen.append(line)
+        if text in line:
+            return
+    raise AssertionError(f"{text!r} never printed:\n{''.join(seen)}")
+
+
+def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes(smoke_search, tmp_path):
+    """Seed 0 is the session's finished smoke search, copied into the storage folder as a
+    replication leaves it; seed 1 is searched, stopped by Ctrl-C once a trial of it finished
+    (the test waits on its search state, not on a clock), then resumed by the same command."""
+    storage = tmp_path / "runs"
+    storage.mkdir()
+    shutil.copytree(smoke_search.work / "runs" / RUN, storage / RUN)
+    shutil.copy(smoke_search.work / "mlflow.db", storage / f"mlflow-{RUN}.db")
+    finished_at = (storage / RUN / "report" / "results.csv").stat().st_mtime_ns
+    db = tmp_path / "mlflow.db"
+    cmd = [sys.executable, "-m", "focus_tune.replicate", "--game", GAME, "--profile", "smoke", "--runs", "2",
+           "--storage", str(storage), "--tracking-uri", f"sqlite:///{db}"]
+    env = {**__import__("os").environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+    try:
+        _lines_until(proc, "seed 1: searching", seen)
+        state = storage / f"{GAME}-smoke-seed1" / "search_state.json"
+        deadline = time.time() + 400  # a guard against a hung search, not a timing
+        while time.time() < deadline and proc.poll() is None:
+            if state.exists():
+                try:
+                    if any(v is not None for v in json.loads(state.read_text())["results"].values()):
+                        break
+                except ValueError:
+                    pass  # caught mid-write
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    first = "".join(seen) + rest
+    assert proc.returncode == 130, first[-3000:]
+    assert "[1/2] facemed seed 0: finished before, not run again (time-dependent " in first
+    assert "seed 1: stopped after" in first and "interrupted: the finished searches are aggregated" in first
+    out = storage / f"{GAME}-smoke-replication"
+    assert json.loads((out / "replication.json").read_text())["missing_seeds"] == [1]
+    (run,) = _replication_runs(db, GAME)
+    assert run.info.status == "KILLED"
+
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "seed 0: finished before, not run again" in again.stdout
+    assert "facemed seed 1: resuming" in again.stdout and "[2/2] facemed seed 1: done in" in again.stdout
+    log = (storage / "logs" / f"{GAME}-smoke-seed1.log").read_text()
+    assert "resuming: " in log and "resuming: 0 trials already done" not in log
+    assert (storage / RUN / "report" / "results.csv").stat().st_mtime_ns == finished_at
+    summary = json.loads((out / "replication.json").read_text())
+    assert summary["runs"] == 2 and summary["missing_seeds"] == [] and summary["seeds"] == [0, 1]
+    assert all(r["run_id"] for r in summary["search_runs"])
+    (run,) = _replication_runs(db, GAME)  # the same run, updated
+    assert run.info.status == "FINISHED" and run.data.tags["runs"] == "2"
+    for r in summary["search_runs"]:
+        uri, run_id = run.data.tags[f"search.seed{r['seed']}"].split()
+        assert MlflowClient(uri).get_run(run_id).data.tags["kind"] == "search"
+    artifacts = {a.path for a in MlflowClient(f"sqlite:///{db}").list_artifacts(run.info.run_id)}
+    assert {"replication.md", "replication.json", "replication.png", "searches"} <= artifacts
+    assert "replication/time-dependent-minus-none/ece/mean" in run.data.metrics

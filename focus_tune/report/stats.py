@@ -112,11 +112,12 @@ def paired(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key: 
     differences; the difference is NaN without a pair.
     """
     d = paired_differences(a, b, key)
-    return (*_paired_test(d), int(d.size))
+    return (*one_sample_test(d), int(d.size))
 
 
-def _paired_test(d: np.ndarray) -> tuple[float, float]:
-    """(mean, two-sided one-sample t-test p-value against 0) of per-seed differences (see :func:`paired`)."""
+def one_sample_test(d: np.ndarray) -> tuple[float, float]:
+    """(mean, two-sided one-sample t-test p-value against 0) of differences: per seed (see
+    :func:`paired`) or per replicated search (focus_tune.replicate)."""
     from scipy import stats
 
     if d.size == 0:
@@ -148,7 +149,7 @@ def differences(families: Sequence[str], finals: Mapping) -> dict[str, Differenc
             d = paired_differences(finals[f], finals["none"], col.key)
             if d.size:
                 sd = float(d.std(ddof=1)) if d.size >= 2 else math.nan
-                raw[f"{f}/{col.key}"] = (*_paired_test(d), int(d.size), detectable_difference(sd, d.size))
+                raw[f"{f}/{col.key}"] = (*one_sample_test(d), int(d.size), detectable_difference(sd, d.size))
     adjusted = holm({k: p for k, (_, p, _, _) in raw.items()})
     return {k: Difference(diff, p, adjusted[k], n, mde) for k, (diff, p, n, mde) in raw.items()}
 

@@ -1,0 +1,124 @@
+"""``python -m focus_tune.replicate``: R searches of one scenario and what holds across them.
+
+    python -m focus_tune.replicate --game hero --runs 5
+    python -m focus_tune.replicate --game facemed --runs 5 --parallel 2 -- --final-seeds 3
+    python -m focus_tune.replicate --game hero --runs 5 --aggregate-only
+
+Flags after ``--`` go to every search. Writes ``replication.md``, ``replication.json`` and
+``replication.png`` to ``--out`` (default ``<storage>/<game>-<profile>-replication``) and records
+the replication as one MLflow run. Exit 0 when every search finished, 3 when some did not
+(failed: their logs are named), 130 after Ctrl-C (the finished searches are aggregated; the
+same command resumes the others).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..data import GAMES
+from ..interrupt import EXIT_INTERRUPTED
+from ..names import PROFILES
+from .figure import plot_replication
+from .markdown import markdown
+from .runner import Job, Runner
+from .summary import finished, read_run, run_dir, seed_list, store_uri, summarize
+
+EXIT_INCOMPLETE = 3
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    search_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(prog="python -m focus_tune.replicate",
+                                 description="R searches of one scenario, varying the search seed (and so the "
+                                             "data draw), and what holds across them.")
+    ap.add_argument("--game", required=True, choices=GAMES)
+    ap.add_argument("--profile", default="quick", choices=PROFILES)
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--runs", type=int, help="R searches, seeds 0..R-1 (default 5)")
+    which.add_argument("--seeds", help="the search seeds instead, e.g. 0-4 or 0,2,5")
+    ap.add_argument("--storage", type=Path, default=Path("runs/replication"),
+                    help="where the searches' run folders, logs and MLflow stores go (default runs/replication)")
+    ap.add_argument("--out", type=Path, help="where replication.md/json/png go (default <storage>/<game>-<profile>-replication)")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="searches at once (default 1: on a laptop one search already uses every core)")
+    ap.add_argument("--tracking-uri", help="the MLflow store of the replication's run (default: sqlite:///mlflow.db "
+                                           "in the working directory); each search logs to its own store in --storage")
+    ap.add_argument("--aggregate-only", action="store_true", help="read the finished run folders, run nothing")
+    args = ap.parse_args(argv)
+    try:
+        args.seed_list = seed_list(args.seeds) if args.seeds else list(range(args.runs if args.runs is not None else 5))
+    except ValueError as e:
+        ap.error(str(e))
+    if not args.seed_list:
+        ap.error("--runs must be at least 1")
+    if args.parallel < 1:
+        ap.error("--parallel must be at least 1")
+    args.search_args = search_args
+    for flag in ("--game", "--profile", "--seed", "--storage", "--tracking-uri", "--resume"):
+        if flag in search_args:
+            ap.error(f"{flag} after -- : the replication sets it for every search")
+    args.out = args.out or args.storage / f"{args.game}-{args.profile}-replication"
+    return args
+
+
+def aggregate(args) -> dict | None:
+    """Read the finished searches, write replication.md/json/png; None when none finished."""
+    runs, missing = [], []
+    for seed in args.seed_list:
+        folder = run_dir(args.storage, args.game, args.profile, seed)
+        if not finished(folder):
+            missing.append(seed)
+            continue
+        uri = store_uri(args.storage, args.game, args.profile, seed)
+        db = Path(uri[len("sqlite:///"):])
+        runs.append(read_run(folder, uri if db.exists() else None, seed))
+    if not runs:
+        return None
+    summary = summarize(runs)
+    summary["missing_seeds"] = missing
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "replication.json").write_text(json.dumps(summary, indent=1))
+    title = f"{args.game} ({args.profile}): {summary['runs']} replicated searches"
+    plot_replication(args.out / "replication.png", summary, title)
+    text = markdown(args.game, args.profile, summary, args.search_args, figure="replication.png")
+    (args.out / "replication.md").write_text(text)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(list(sys.argv[1:] if argv is None else argv))
+    complete = True
+    if not args.aggregate_only:
+        args.storage.mkdir(parents=True, exist_ok=True)
+        jobs = [Job(args.game, args.profile, s, args.storage, None, tuple(args.search_args)) for s in args.seed_list]
+        print(f"focus-tune replicate: {args.game} ({args.profile}), {len(jobs)} searches (seeds "
+              f"{', '.join(map(str, args.seed_list))}), {args.parallel} at a time; run folders in {args.storage}",
+              flush=True)
+        runner = Runner(jobs, args.parallel)
+        complete = runner.run()
+        if not complete:
+            print("interrupted: the finished searches are aggregated below; the same command resumes the others",
+                  flush=True)
+    summary = aggregate(args)
+    if summary is None:
+        print(f"no finished search of {args.game} ({args.profile}) in {args.storage} to aggregate", file=sys.stderr)
+        return EXIT_INTERRUPTED if not complete else EXIT_INCOMPLETE
+    missing = summary["missing_seeds"]
+    status = "FINISHED" if not missing else ("KILLED" if not complete else "FAILED")
+    from .record import record
+
+    run_id, ui = record(args.tracking_uri, args.game, args.profile, args.storage, args.out, summary, status)
+    print((args.out / "replication.md").read_text())
+    print(f"replication of {summary['runs']} searches: {args.out / 'replication.md'}, replication.png, replication.json")
+    print(f"MLflow run {run_id} ({status}): {ui}")
+    if missing:
+        print(f"not finished: seeds {', '.join(map(str, missing))}"
+              + ("; the same command resumes them" if not complete else f"; logs in {args.storage / 'logs'}"),
+              file=sys.stderr)
+    if not complete:
+        return EXIT_INTERRUPTED
+    return 0 if not missing else EXIT_INCOMPLETE

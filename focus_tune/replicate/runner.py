@@ -1,0 +1,159 @@
+"""Running the R searches of a replication: ``--parallel`` at a time, each its own process.
+
+Each search is ``python -m focus_tune.search --game G --profile P --seed r --storage S
+--tracking-uri <its own SQLite store>`` (the seed also draws the built-in dataset), with its
+output in ``S/logs``. A search whose report is written is not run again; one with a search
+state and no report is resumed (``--resume``). Ctrl-C stops every running search cleanly (each
+saves its state and marks its MLflow runs KILLED) and the command aggregates the finished ones.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .summary import finished, run_dir, store_uri
+
+
+@dataclass(frozen=True)
+class Job:
+    game: str
+    profile: str
+    seed: int
+    storage: Path
+    tracking_uri: str | None  # None: the search's own store in the storage folder
+    search_args: tuple[str, ...]
+
+    @property
+    def folder(self) -> Path:
+        return run_dir(self.storage, self.game, self.profile, self.seed)
+
+    @property
+    def uri(self) -> str:
+        return self.tracking_uri or store_uri(self.storage, self.game, self.profile, self.seed)
+
+    @property
+    def log(self) -> Path:
+        return self.storage / "logs" / f"{self.game}-{self.profile}-seed{self.seed}.log"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "focus_tune.search", "--game", self.game, "--profile", self.profile,
+               "--seed", str(self.seed), "--storage", str(self.storage), "--tracking-uri", self.uri,
+               *self.search_args]
+        if (self.folder / "search_state.json").exists():
+            cmd.append("--resume")
+        return cmd
+
+
+def chosen(folder: Path) -> str:
+    """'time-dependent <schedule>, constant <schedule>' from a finished search's report."""
+    try:
+        picked = json.loads((folder / "report" / "search.json").read_text()).get("chosen", {})
+    except (OSError, ValueError):
+        return "report unreadable"
+    return ", ".join(f"{f} {picked[f]}" for f in ("time-dependent", "constant") if f in picked)
+
+
+class Runner:
+    """Runs the jobs, ``parallel`` at a time, and prints one progress line per search start
+    and end: ``[done/R] game seed r: ...``."""
+
+    def __init__(self, jobs: list[Job], parallel: int, out=sys.stdout):
+        self.jobs, self.parallel, self.out = jobs, max(1, parallel), out
+        self.live: set[subprocess.Popen] = set()
+        self.lock = threading.Lock()
+        self.done = 0
+        self.stopping = threading.Event()
+        self.results: dict[int, int] = {}  # seed -> exit code of its last process
+
+    def say(self, text: str) -> None:
+        with self.lock:
+            print(text, file=self.out, flush=True)
+
+    def _one(self, job: Job) -> None:
+        R = len(self.jobs)
+        if finished(job.folder):
+            with self.lock:
+                self.done += 1
+                done = self.done
+            self.say(f"[{done}/{R}] {job.game} seed {job.seed}: finished before, not run again ({chosen(job.folder)})")
+            self.results[job.seed] = 0
+            return
+        cmd = job.command()
+        job.log.parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.time()
+        with job.log.open("a") as fh:
+            with self.lock:  # started and registered at once: stop() sees every search it must stop
+                if self.stopping.is_set():
+                    return
+                # Its own session: a Ctrl-C in the terminal reaches the searches only through stop().
+                proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+                self.live.add(proc)
+                verb = "resuming" if "--resume" in cmd else "searching"
+                print(f"[{self.done}/{R}] {job.game} seed {job.seed}: {verb} (log {job.log})", file=self.out,
+                      flush=True)
+            rc = proc.wait()
+            with self.lock:
+                self.live.discard(proc)
+        self.results[job.seed] = rc
+        minutes = (time.time() - t0) / 60
+        if rc == 0 and finished(job.folder):
+            with self.lock:
+                self.done += 1
+                done = self.done
+            self.say(f"[{done}/{R}] {job.game} seed {job.seed}: done in {minutes:.1f} min ({chosen(job.folder)})")
+        elif self.stopping.is_set():
+            self.say(f"[{self.done}/{R}] {job.game} seed {job.seed}: stopped after {minutes:.1f} min; "
+                     "the same command resumes it")
+        else:
+            self.say(f"[{self.done}/{R}] {job.game} seed {job.seed}: failed (exit {rc}) after {minutes:.1f} min; "
+                     f"see {job.log}")
+
+    def run(self) -> bool:
+        """Run every job; False when interrupted (Ctrl-C), after the running searches stopped."""
+        queue = list(self.jobs)
+        threads: list[threading.Thread] = []
+
+        def worker():
+            while not self.stopping.is_set():
+                with self.lock:
+                    if not queue:
+                        return
+                    job = queue.pop(0)
+                self._one(job)
+
+        for _ in range(min(self.parallel, len(queue))):
+            t = threading.Thread(target=worker, daemon=True)
+            t.start()
+            threads.append(t)
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(timeout=0.5)
+        except KeyboardInterrupt:
+            self.stop()
+            for t in threads:
+                t.join()
+            return False
+        return True
+
+    def stop(self, grace: float = 300.0) -> None:
+        """Ctrl-C each running search (it saves its state, marks its MLflow runs KILLED and exits
+        130: the same command resumes it) and wait for them; kill one that outlasts ``grace``."""
+        with self.lock:
+            self.stopping.set()
+            live = list(self.live)
+        for proc in live:
+            proc.send_signal(signal.SIGINT)
+        deadline = time.time() + grace
+        for proc in live:
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
