@@ -78,7 +78,7 @@ def test_aggregate_only_reads_runs_and_pools_by_run(tmp_path):
     ece = s["differences"]["time-dependent - none/test/marginal/ece"]
     assert ece["mean"] == pytest.approx(-0.01) and ece["below_zero"] == 4 and ece["runs"] == 4
     # every run differs by exactly -0.01: no spread, no test
-    assert ece["p"] != ece["p"]
+    assert ece["p"] != ece["p"] and ece["low"] != ece["low"] and ece["high"] != ece["high"]
     const = s["differences"]["constant - none/test/marginal/ece"]
     assert const["mean"] == pytest.approx(0.0) and const["below_zero"] == 2 and const["above_zero"] == 2
     assert const["low"] < 0 < const["high"] and 0.5 < const["p"] <= 1

@@ -53,7 +53,7 @@ def markdown(game: str, profile: str, s: dict, search_args: list[str], figure: s
                 "n/a" if c is None else f"{fmt(c['mean'])} ± {fmt(c['sd_runs'])}" for c in cells) + " |")
     lines += ["", "## Pooled paired differences", "",
               "Per run, the mean over its seeds of the per-seed differences; over runs, the mean, a 95 % t "
-              f"interval ({R - 1} degrees of freedom), the runs below / above zero, the t-test p-value and "
+              f"interval ({R - 1} degree{'' if R == 2 else 's'} of freedom), the runs below / above zero, the t-test p-value and "
               "its Holm adjustment over every row of this table; the primary endpoints (*) are "
               "also adjusted as their own family (" + ", ".join(label[k] for k in PRIMARY) + ").", "",
               "| difference | metric | mean | 95 % CI | runs < 0 / > 0 | p | Holm p | Holm p, primary |",
