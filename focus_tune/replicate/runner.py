@@ -69,7 +69,8 @@ class Runner:
         self.live: set[subprocess.Popen] = set()
         self.lock = threading.Lock()
         self.done = 0
-        self.stopping = threading.Event()
+        self.stopping = threading.Event()  # no search starts once set
+        self.interrupted = threading.Event()  # set by SIGINT / SIGTERM
         self.results: dict[int, int] = {}  # seed -> exit code of its last process
 
     def say(self, text: str) -> None:
@@ -116,7 +117,10 @@ class Runner:
                      f"see {job.log}")
 
     def run(self) -> bool:
-        """Run every job; False when interrupted (Ctrl-C), after the running searches stopped."""
+        """Run every job; False when interrupted (SIGINT or SIGTERM), after the running
+        searches stopped. The handlers are this command's own, as the search's are: a program
+        started in the background by a shell inherits SIGINT ignored, and Python's
+        KeyboardInterrupt would then never come."""
         queue = list(self.jobs)
         threads: list[threading.Thread] = []
 
@@ -128,20 +132,36 @@ class Runner:
                     job = queue.pop(0)
                 self._one(job)
 
-        for _ in range(min(self.parallel, len(queue))):
-            t = threading.Thread(target=worker, daemon=True)
-            t.start()
-            threads.append(t)
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, self._on_signal)
         try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(timeout=0.5)
-        except KeyboardInterrupt:
-            self.stop()
-            for t in threads:
-                t.join()
-            return False
-        return True
+            for _ in range(min(self.parallel, len(queue))):
+                t = threading.Thread(target=worker, daemon=True)
+                t.start()
+                threads.append(t)
+            while any(t.is_alive() for t in threads):
+                if self.interrupted.wait(timeout=0.5):
+                    self.stop()
+                    for t in threads:
+                        t.join()
+                    return False
+            return True
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.interrupted.is_set():  # a second Ctrl-C: the searches exit at once (theirs too)
+            with self.lock:
+                live = list(self.live)
+            for proc in live:
+                proc.send_signal(signal.SIGINT)
+            return
+        print(f"\n{signal.Signals(signum).name}: stopping the running searches (each saves its state; "
+              "press Ctrl-C again to make them exit at once)", file=sys.stderr, flush=True)
+        self.interrupted.set()
 
     def stop(self, grace: float = 300.0) -> None:
         """Ctrl-C each running search (it saves its state, marks its MLflow runs KILLED and exits
