@@ -71,7 +71,6 @@ class Runner:
         self.done = 0
         self.stopping = threading.Event()  # no search starts once set
         self.interrupted = threading.Event()  # set by SIGINT / SIGTERM
-        self.results: dict[int, int] = {}  # seed -> exit code of its last process
 
     def say(self, text: str) -> None:
         with self.lock:
@@ -84,7 +83,6 @@ class Runner:
                 self.done += 1
                 done = self.done
             self.say(f"[{done}/{R}] {job.game} seed {job.seed}: finished before, not run again ({chosen(job.folder)})")
-            self.results[job.seed] = 0
             return
         cmd = job.command()
         job.log.parent.mkdir(parents=True, exist_ok=True)
@@ -102,7 +100,6 @@ class Runner:
             rc = proc.wait()
             with self.lock:
                 self.live.discard(proc)
-        self.results[job.seed] = rc
         minutes = (time.time() - t0) / 60
         if rc == 0 and finished(job.folder):
             with self.lock:
