@@ -8,7 +8,6 @@ counts how often each schedule was chosen.
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 
@@ -16,8 +15,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..atomic import write_atomic
 from ..report.columns import COMPARED_COLUMNS, COVERAGE_TARGET, ROWS, color
+from ..report.figures import save_png
 from .summary import PRIMARY
 
 SHOWN = (("constant", "none"), ("time-dependent", "none"))
@@ -74,8 +73,4 @@ def plot_replication(path: Path, summary: dict, title: str) -> Path:
     ax.set_title("schedules chosen", fontsize=10)
     ax.tick_params(axis="x", labelsize=8)
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, dpi=110, format="png")
-    write_atomic(path, png.getvalue())
-    return path
+    return save_png(fig, path)

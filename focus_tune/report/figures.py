@@ -62,7 +62,8 @@ def no_data(ax) -> None:
     ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, fontsize=12, color="grey")
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_png(fig: Figure, path: Path) -> Path:
+    """Lay out ``fig`` and write it to ``path`` as a PNG at the reports' resolution, atomically."""
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, dpi=DPI, format="png")
@@ -93,7 +94,7 @@ def plot_entry_ece(path: Path, families: Sequence[str], finals: Mapping, title: 
     ax.set(xlabel="entry i", ylabel="marginal ECE at entry i", title=f"Entry-level ECE: {title}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def _first_reliability(rows: Sequence[Mapping]) -> tuple[Any, Mapping]:
@@ -132,7 +133,7 @@ def plot_reliability(path: Path, families: Sequence[str], finals: Mapping, title
         no_data(axes[0])
     axes[0].legend(fontsize=8, loc="upper left")
     fig.suptitle(f"Reliability: {title}", fontsize=11)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def _interval_points(rows: Sequence[Mapping]) -> tuple[np.ndarray, np.ndarray]:
@@ -188,4 +189,4 @@ def plot_intervals(path: Path, families: Sequence[str], finals: Mapping, title: 
     ax.set(xlabel="true time to event T (entries)", ylabel="interval width hi - lo (entries)",
            title=rf"Width of $I_{{{COVERAGE_TARGET}}}$ against true time: {title}")
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_png(fig, path)
