@@ -20,10 +20,14 @@ How:
   process is told apart by its start time), and from any host when the heartbeat is older
   than :data:`STALE_AFTER_S` seconds (a crashed host, or a lock left by ``kill -9`` on
   another machine). The clocks of the hosts must agree to within that margin.
-- **Takeover is race-safe**: the stale lock is renamed to a unique name (one contender's
-  rename wins), the renamed file is checked to be the very file judged stale (same inode
-  and mtime), and only then is a new lock linked in; a contender that renamed a fresh lock
-  by mistake puts it back (``link``, which never overwrites) and is refused.
+- **Takeover is race-safe**: of the contenders that judged one lock stale, one takes it
+  over: the one that creates (``O_EXCL``) the token file named after that lock's inode and
+  mtime. It removes the lock only if the file there is still the very one judged (same
+  inode and mtime), then links its own as anyone does, and removes the token. Nobody else
+  ever moves or removes a lock, so no fresh lock is ever moved aside; an earlier version
+  renamed the stale lock aside and put back a fresh one moved by mistake, and in the gap a
+  third contender's lock got in, then the put-back failed and the fresh lock was deleted:
+  two winners (8 contenders, 2 cores under load).
 """
 
 from __future__ import annotations
@@ -223,21 +227,23 @@ class SearchLock:
         return None
 
     def _take_over(self, judged: os.stat_result) -> bool:
-        """Move the stale lock aside; True if the file moved is the one judged stale."""
-        aside = self.folder / f".{LOCK_FILE}.stale-{uuid.uuid4().hex[:12]}"
+        """Remove the lock judged stale; True if this contender removed that very file."""
+        token = self.folder / f".{LOCK_FILE}.takeover-{judged.st_ino}-{judged.st_mtime_ns}"
         try:
-            os.rename(self.path, aside)
+            fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False  # another contender is taking this lock over
+        os.close(fd)
+        try:
+            now = os.stat(self.path)
+            if (now.st_ino, now.st_mtime_ns) != (judged.st_ino, judged.st_mtime_ns):
+                return False  # taken over already, or a heartbeat since: judge it again
+            os.unlink(self.path)
+            return True
         except FileNotFoundError:
-            return False  # another contender moved it first
-        moved = os.stat(aside)
-        if (moved.st_ino, moved.st_mtime_ns) != (judged.st_ino, judged.st_mtime_ns):
-            # A fresh lock (of the contender that won) or a heartbeat since: put it back.
-            with contextlib.suppress(FileExistsError):  # a third contender's lock is there: it holds
-                os.link(aside, self.path)
-            aside.unlink(missing_ok=True)
             return False
-        aside.unlink(missing_ok=True)
-        return True
+        finally:
+            token.unlink(missing_ok=True)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
