@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: the config checks (and a CLI's flag errors) need none
+    import torch
 
 
 def check_lambda(value: float, what: str = "lambda") -> float:
@@ -103,9 +105,11 @@ class LambdaSchedule:
     def __len__(self) -> int:
         return len(self._values)
 
-    def tensor(self, device=None, dtype=torch.float32) -> torch.Tensor:
-        """The schedule as a [L] tensor."""
-        return torch.tensor(self._values, device=device, dtype=dtype)
+    def tensor(self, device=None, dtype=None) -> torch.Tensor:
+        """The schedule as a [L] tensor (float32 unless ``dtype``)."""
+        import torch
+
+        return torch.tensor(self._values, device=device, dtype=dtype or torch.float32)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LambdaSchedule) and self._values == other._values
@@ -155,6 +159,9 @@ def regularized_loss(
     built for another sequence length would otherwise fail deep in broadcasting or, as a
     single value, silently weigh every entry alike.
     """
+    import torch
+    import torch.nn.functional as F
+
     if isinstance(lambdas, LambdaSchedule):
         lambdas = lambdas.tensor(device=logits.device, dtype=logits.dtype)
     B, L, c = logits.shape
