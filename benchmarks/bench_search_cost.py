@@ -16,6 +16,9 @@ A side is a commit (``--old be04d82``: checked out into a temporary worktree and
 from there, with this environment's packages) or the working tree (``--new .``, default).
 
     python benchmarks/bench_search_cost.py --game hero --old be04d82 --out docs/results/search_cost/hero
+
+``--measure FOLDER`` splits the trial-seconds of a main job already run in FOLDER (its
+``runs/`` and ``mlflow.db``; e.g. a fresh clone's) the same way, without running anything.
 """
 
 from __future__ import annotations
@@ -115,7 +118,14 @@ def main() -> None:
     ap.add_argument("--profile", default="quick", help="quick (default); smoke checks the script in seconds")
     ap.add_argument("--out", type=Path, help="folder for cost.json and cost.md")
     ap.add_argument("--keep", type=Path, help="keep the two run folders here (default: a temporary folder, removed)")
+    ap.add_argument("--measure", type=Path, help="only split the finished main job in this folder")
     args = ap.parse_args()
+    if args.measure:
+        eff = json.loads((args.measure / "runs" / f"{args.game}-{args.profile}-seed{args.seed}" / "report" /
+                          "efficiency.json").read_text())
+        parts = components(args.measure, args.game, args.profile, args.seed, eff["wall_s"])
+        print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in parts.items() if k != "stopped"}))
+        return
     root = args.keep or Path(tempfile.mkdtemp(prefix="search-cost-"))
     root.mkdir(parents=True, exist_ok=True)
     sides = {}
