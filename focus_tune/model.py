@@ -11,14 +11,74 @@ from typing import Sequence
 
 import torch
 import torch.nn as nn
-import torchvision
-from torchvision.models.resnet import BasicBlock
 
 from .names import ENCODERS
 
 
+class BasicBlock(nn.Module):
+    """torchvision's ResNet basic block, the same modules under the same names (its state
+    dict is torchvision's): conv3x3-BN-ReLU-conv3x3-BN plus the shortcut, then ReLU."""
+
+    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, kernel_size=3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(planes, planes, kernel_size=3, stride=1, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = downsample
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+        out += x if self.downsample is None else self.downsample(x)
+        return self.relu(out)
+
+
+class ResNet18(nn.Module):
+    """torchvision's ``resnet18(weights=None)``, written out here so that building a model
+    does not import torchvision (its import pulls in torch._dynamo: ~3 CPU-seconds in every
+    process that builds a model, every trial's worker among them). Same modules, names,
+    construction order and initialisation, so under one seed its weights equal torchvision's
+    bit for bit (tests/test_core_model.py compares them)."""
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        self.inplanes = 64
+        self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        self.layer1 = self._make_layer(64, 2)
+        self.layer2 = self._make_layer(128, 2, stride=2)
+        self.layer3 = self._make_layer(256, 2, stride=2)
+        self.layer4 = self._make_layer(512, 2, stride=2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def _make_layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
+        downsample = None
+        if stride != 1 or self.inplanes != planes:
+            downsample = nn.Sequential(nn.Conv2d(self.inplanes, planes, kernel_size=1, stride=stride, bias=False),
+                                       nn.BatchNorm2d(planes))
+        layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
+        self.inplanes = planes
+        layers += [BasicBlock(planes, planes) for _ in range(1, blocks)]
+        return nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
 def _resnet18(in_channels: int, embed_dim: int, width: int = 64) -> nn.Module:
-    """ResNet-18 (He et al. 2016; torchvision's layout) with ``width`` channels in its first stage.
+    """ResNet-18 (He et al. 2016; :class:`ResNet18`, torchvision's layout) with ``width`` channels in its first stage.
 
     width = 64 is the standard network (11.2M parameters, the paper's encoder); the stages
     have width, 2, 4 and 8 x width channels, so width = 32 has a quarter of the
@@ -27,21 +87,22 @@ def _resnet18(in_channels: int, embed_dim: int, width: int = 64) -> nn.Module:
     pooling.
     """
     if width == 64:
-        net = torchvision.models.resnet18(weights=None, num_classes=embed_dim)
+        net = ResNet18(num_classes=embed_dim)
         if in_channels != 3:
             net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
         return net
-    net = torchvision.models.resnet.ResNet(BasicBlock, [2, 2, 2, 2], num_classes=embed_dim)
-    # Same stem and stages, narrower: rebuild them at `width` with torchvision's own blocks.
+    net = ResNet18(num_classes=embed_dim)
+    # Same stem and stages, narrower: rebuilt at `width` (after the standard network, so the
+    # random draws, and the weights of a seed, are those of the earlier torchvision-built one).
     net.conv1 = nn.Conv2d(in_channels, width, kernel_size=7, stride=2, padding=3, bias=False)
     net.bn1 = nn.BatchNorm2d(width)
     net.inplanes = width
-    net.layer1 = net._make_layer(BasicBlock, width, 2)
-    net.layer2 = net._make_layer(BasicBlock, 2 * width, 2, stride=2)
-    net.layer3 = net._make_layer(BasicBlock, 4 * width, 2, stride=2)
-    net.layer4 = net._make_layer(BasicBlock, 8 * width, 2, stride=2)
+    net.layer1 = net._make_layer(width, 2)
+    net.layer2 = net._make_layer(2 * width, 2, stride=2)
+    net.layer3 = net._make_layer(4 * width, 2, stride=2)
+    net.layer4 = net._make_layer(8 * width, 2, stride=2)
     net.fc = nn.Linear(8 * width, embed_dim)
-    for m in net.modules():  # torchvision's initialisation, for the rebuilt layers
+    for m in net.modules():  # the initialisation of ResNet18, for the rebuilt layers
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
     return net

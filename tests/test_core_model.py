@@ -160,3 +160,59 @@ def test_resnet18_width_keeps_the_architecture():
     out = Simulator(5, "resnet18", 32, 32, encoder_width=16)(
         torch.zeros(2, 3, 32, 32, dtype=torch.uint8), torch.zeros(2, 4, dtype=torch.long))
     assert out.shape == (2, 4, 5)
+
+
+def _torchvision_resnet18(in_channels: int, embed_dim: int, width: int):
+    """The encoder as it was built with torchvision's own classes (the reference)."""
+    import torchvision
+    from torchvision.models.resnet import BasicBlock
+
+    net = torchvision.models.resnet.ResNet(BasicBlock, [2, 2, 2, 2], num_classes=embed_dim)
+    if width == 64:
+        if in_channels != 3:
+            net.conv1 = torch.nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        return net
+    net.conv1 = torch.nn.Conv2d(in_channels, width, kernel_size=7, stride=2, padding=3, bias=False)
+    net.bn1 = torch.nn.BatchNorm2d(width)
+    net.inplanes = width
+    net.layer1 = net._make_layer(BasicBlock, width, 2)
+    net.layer2 = net._make_layer(BasicBlock, 2 * width, 2, stride=2)
+    net.layer3 = net._make_layer(BasicBlock, 4 * width, 2, stride=2)
+    net.layer4 = net._make_layer(BasicBlock, 8 * width, 2, stride=2)
+    net.fc = torch.nn.Linear(8 * width, embed_dim)
+    for m in net.modules():
+        if isinstance(m, torch.nn.Conv2d):
+            torch.nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+    return net
+
+
+@pytest.mark.parametrize("width,in_channels", [(64, 3), (64, 1), (32, 3), (16, 1)])
+def test_own_resnet18_equals_torchvisions_bit_for_bit(width, in_channels):
+    """The encoder is built without importing torchvision; under one seed it has torchvision's
+    weights, buffers and outputs exactly (in training and eval mode), so seeds and saved models
+    of earlier versions still mean the same network."""
+    from focus_tune.model import _resnet18
+
+    torch.manual_seed(3)
+    ours = _resnet18(in_channels, 24, width)
+    torch.manual_seed(3)
+    ref = _torchvision_resnet18(in_channels, 24, width)
+    a, b = ours.state_dict(), ref.state_dict()
+    assert list(a) == list(b)
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    x = torch.randn(4, in_channels, 32, 32)
+    for mode in (True, False):
+        ours.train(mode), ref.train(mode)
+        assert torch.equal(ours(x), ref(x))
+
+
+def test_building_a_model_does_not_import_torchvision():
+    """torchvision's import pulls in torch._dynamo (seconds of CPU in every trial's process)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, focus_tune.trainable, focus_tune.model as m; m.Simulator(5, 'resnet18', 32, 32, "
+            "encoder_width=16); print(sorted(k for k in sys.modules if k.startswith(('torchvision', 'torch._dynamo'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
