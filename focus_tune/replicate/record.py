@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..tracking.lineage import context_tags
-from ..tracking.store import tracking_uri, ui_command
+from ..tracking.store import create_local_store, tracking_uri, ui_command
 from .summary import PAIRS, PRIMARY
 
 KIND = "replication"
@@ -50,6 +50,7 @@ def record(uri: str | None, game: str, profile: str, storage: Path, out: Path, s
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri(uri)
+    create_local_store(uri)
     client = MlflowClient(uri)
     name = f"focus-tune/{game}"
     exp = client.get_experiment_by_name(name)

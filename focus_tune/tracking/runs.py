@@ -18,7 +18,7 @@ from ..names import MODEL_JSON, MODEL_WEIGHTS
 from .lineage import CHECKPOINT_TAG, DATASET_CONTEXT, MODEL_TAG, STOPPED_TAG, WINNER_TAG, context_tags, dataset_entity, experiment_tags
 from .models import _save_example, default_input_example, model_signature, write_environment
 from .outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable, is_server
-from .store import _is_metric, tracking_uri
+from .store import _is_metric, create_local_store, tracking_uri
 
 
 class Tracker:
@@ -36,6 +36,7 @@ class Tracker:
         if is_server(self.uri):
             for key, value in HTTP_DEFAULTS.items():
                 os.environ.setdefault(key, value)
+        create_local_store(self.uri)
         mlflow.set_tracking_uri(self.uri)
         self.unsent = Path(unsent) if unsent is not None else None
         self.client = MlflowClient(self.uri)
