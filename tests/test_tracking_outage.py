@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from focus_tune.search.driver import UNSENT_FILE
+from focus_tune.tracking.store import create_local_store
 from smoke_search import GAME, RUN
 from test_tracking import dataset, job, manifest  # noqa: F401  (fixtures and a trial job)
 
@@ -38,6 +39,7 @@ class Server:
         self.root, self.port, self.proc = root, _free_port(), None
         self.uri = f"http://127.0.0.1:{self.port}"
         root.mkdir(parents=True, exist_ok=True)
+        create_local_store(f"sqlite:///{root / 'mlflow.db'}")  # the server's store, without its migrations
 
     def start(self, timeout: float = 120) -> None:
         env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
