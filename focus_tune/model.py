@@ -36,7 +36,7 @@ class BasicBlock(nn.Module):
 
 class ResNet18(nn.Module):
     """torchvision's ``resnet18(weights=None)``, written out here so that building a model
-    does not import torchvision (its import pulls in torch._dynamo: ~3 CPU-seconds in every
+    does not import torchvision (its import pulls in torch._dynamo: ~4 CPU-seconds in every
     process that builds a model, every trial's worker among them). Same modules, names,
     construction order and initialisation, so under one seed its weights equal torchvision's
     bit for bit (tests/test_core_model.py compares them)."""
