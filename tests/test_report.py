@@ -508,3 +508,35 @@ def test_schedule_table_shows_the_temperature_of_each_seed():
     scaled = next(line for line in lines if line.startswith("| temperature-scaled |"))
     assert "T per seed: 1, 0.9`" in scaled and "n=2" in scaled
     assert "T per seed" not in next(line for line in lines if line.startswith("| none |"))
+
+
+def test_t_test_and_quantile_equal_scipy_stats():
+    """The report's Student's t (scipy.special, cheaper to import) against scipy.stats itself."""
+    from scipy import stats
+
+    from focus_tune.report.stats import one_sample_test, t_quantile
+
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 5, 30):
+        for shift in (0.0, 0.3, 3.0):
+            d = rng.normal(shift, 1.0, n)
+            mean, p = one_sample_test(d)
+            assert mean == d.mean()
+            assert p == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue, rel=1e-12, abs=1e-300)
+            for q in (0.8, 0.975):
+                assert t_quantile(q, n - 1) == stats.t.ppf(q, n - 1)
+    assert math.isnan(one_sample_test(np.array([0.2, 0.2, 0.2]))[1])  # no spread: no test
+
+
+def test_a_report_does_not_import_scipy_stats(tmp_path):
+    """scipy.stats costs about a CPU-second to import, in every search's driver: the report
+    (tables, paired tests, figures) does without it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, math; from focus_tune.report.stats import one_sample_test, detectable_difference; "
+            "import numpy as np; one_sample_test(np.array([0.1, 0.3, 0.2])); detectable_difference(1.0, 3); "
+            "from focus_tune.replicate.summary import t_interval; t_interval(np.array([0.1, 0.3, 0.2])); "
+            "import focus_tune.report; print('scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..plan import tie_rule
 from ..report.columns import COMPARED_COLUMNS, COVERAGE_TARGET, ROWS
-from ..report.stats import holm, one_sample_test, paired_differences
+from ..report.stats import holm, one_sample_test, paired_differences, t_quantile
 from ..report.tables import read_finals
 
 MODELS = ("none", "constant", "time-dependent")
@@ -122,14 +122,12 @@ def family_mean(run: dict, family: str, key: str) -> float:
 def t_interval(x: np.ndarray) -> tuple[float, float, float, float]:
     """(mean, low, high, p) of a 95 % t interval and t-test against 0 over the runs (interval
     and p NaN where the runs do not differ: no test)."""
-    from scipy import stats
-
     if x.size < 2:
         return (float(x.mean()) if x.size else math.nan), math.nan, math.nan, math.nan
     mean, p = one_sample_test(x)
     if not math.isfinite(p):  # the runs do not differ: no interval either
         return mean, math.nan, math.nan, p
-    half = float(stats.t.ppf(0.975, x.size - 1)) * float(x.std(ddof=1) / math.sqrt(x.size))
+    half = t_quantile(0.975, x.size - 1) * float(x.std(ddof=1) / math.sqrt(x.size))
     return mean, mean - half, mean + half, p
 
 

@@ -90,12 +90,20 @@ def detectable_difference(sd: float, n: int, alpha: float = 0.05, power: float =
     (t_{1 - alpha/2, n-1} + t_{power, n-1}) sd / sqrt(n), the usual approximation of the
     noncentral t. Before Holm's adjustment; NaN for fewer than 2 pairs. With the observed
     ``sd`` of 3 seeds, itself a rough estimate: read it as an order of magnitude."""
-    from scipy import stats
-
     if n < 2 or not math.isfinite(sd):
         return math.nan
     df = n - 1
-    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * sd / math.sqrt(n))
+    return float((t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * sd / math.sqrt(n))
+
+
+# Student's t through scipy.special, the functions scipy.stats.t itself calls (t.ppf is
+# stdtrit, t.sf(x) is stdtr(df, -x)): importing scipy.stats costs a search's report about a
+# CPU-second more than scipy.special (tests/test_report.py compares both with scipy.stats).
+def t_quantile(q: float, df: int) -> float:
+    """The q-quantile of Student's t with ``df`` degrees of freedom (scipy.stats.t.ppf)."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, q))
 
 
 def paired_differences(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
@@ -117,14 +125,17 @@ def paired(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], key: 
 
 def one_sample_test(d: np.ndarray) -> tuple[float, float]:
     """(mean, two-sided one-sample t-test p-value against 0) of differences: per seed (see
-    :func:`paired`) or per replicated search (focus_tune.replicate)."""
-    from scipy import stats
+    :func:`paired`) or per replicated search (focus_tune.replicate). The p-value is
+    scipy.stats.ttest_1samp's: t = mean / sqrt(var / n) (var with n - 1), p = 2 P(T > |t|)."""
+    from scipy.special import stdtr
 
     if d.size == 0:
         return math.nan, math.nan
     if d.size < 2 or np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):  # no spread: no test
         return float(d.mean()), math.nan
-    return float(d.mean()), float(stats.ttest_1samp(d, 0.0).pvalue)
+    mean = float(d.mean())
+    t = mean / math.sqrt(float(d.var(ddof=1)) / d.size)
+    return mean, float(2.0 * stdtr(d.size - 1, -abs(t)))
 
 
 def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
