@@ -164,3 +164,17 @@ def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
         assert not any(f" {tid}:" in line for line in resumed_lines), f"{tid} was retrained"
     _, kids = children(work)
     assert sorted(k.data.tags["trial_id"] for k in kids) == sorted(after["results"])
+
+
+def test_trial_actors_carry_no_runtime_env(smoke_search):
+    """Tune's trial actors carry no runtime env (ray_runtime.plain_trial_actors): with one, Ray
+    starts new worker processes for them beside the ones it prestarted. (Which worker a given
+    actor lands in depends on whether a prestarted one has finished starting: not asserted.)"""
+    import tempfile
+
+    root = Path(os.environ.get("RAY_TMPDIR", tempfile.gettempdir())) / "ray"
+    sessions = list(root.glob(f"session_*_{smoke_search.pid}"))
+    assert len(sessions) == 1, (root, smoke_search.pid, sessions)
+    raylet = (sessions[0] / "logs" / "raylet.out").read_text()
+    assert "Started worker process" in raylet  # the log this reads is the raylet's own
+    assert "Create runtime env" not in raylet

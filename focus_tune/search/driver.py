@@ -326,6 +326,7 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
         ),
     )
     ray_runtime.hide_reported_errors()
+    ray_runtime.plain_trial_actors()
     t0 = time.time()
     try:
         tuner.fit()

@@ -72,6 +72,22 @@ def start_ray(opts) -> None:
              configure_logging=True, logging_level="ERROR")
 
 
+def plain_trial_actors() -> None:
+    """Tune's trial actors without the runtime env Tune gives them by default.
+
+    Tune makes every trainable actor with ``runtime_env={"env_vars": {"PL_DISABLE_FORK":
+    "1"}}`` (a switch of PyTorch Lightning, which this project does not use). Any runtime env
+    makes Ray start new worker processes for the actors, while the workers each node
+    prestarts at its start (one per CPU, Python and Ray imported) idle until Ray stops them:
+    on a 2-core laptop two extra Python processes and a few CPU-seconds per search, and the
+    first trials wait for their workers to start. Without it the first actors take the
+    prestarted workers. Variables Tune propagates from the driver's environment (cloud
+    credentials, Ray Train's) still travel as a runtime env when they are set."""
+    from ray.tune.execution import class_cache
+
+    class_cache.DEFAULT_ENV_VARS.pop("PL_DISABLE_FORK", None)
+
+
 def _node_slots(opts) -> tuple[list[dict], list[int]]:
     """The alive nodes, and how many trials of --cpus-per-trial / --gpus-per-trial each holds
     (``cost.Resources.slots``, the rule the dry run uses)."""
