@@ -3,12 +3,14 @@
 The suite runs its files in parallel processes (``pytest -n 3 --dist loadfile``, the README's
 test command): most of a test that runs a search waits on subprocesses, Ray and servers,
 so one process left the two cores two-thirds idle. A file stays in one process (its module
-fixtures are built once), the files that start Ray go out first (the longest come first, so
-none starts last and runs alone), and the session's smoke search is run once for all the
-processes (:func:`smoke_search`).
+fixtures are built once), the files that cost most go out first (so none starts last and runs
+alone: :data:`LONG_FILES`), and the session's smoke search is run once for all the processes
+(:func:`smoke_search`).
 """
 
+import compileall
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,19 +23,22 @@ from smoke_search import cli, finish
 
 @dataclass
 class SmokeSearch:
-    """A finished smoke search: its working folder (runs/, mlflow.db), output and wall time."""
+    """A finished smoke search: its working folder (runs/, mlflow.db), output, wall time and
+    the driver's process id (the name of its Ray session folder ends with it)."""
 
     work: Path
     out: str
     seconds: float
+    pid: int
 
 
 def _run_smoke_search(root: Path) -> SmokeSearch:
     work = root / "e2e" / "plain"
     work.mkdir(parents=True)
     t0 = time.time()
-    out = finish(cli(work))
-    return SmokeSearch(work, out, time.time() - t0)
+    proc = cli(work)
+    out = finish(proc)
+    return SmokeSearch(work, out, time.time() - t0, proc.pid)
 
 
 @pytest.fixture(scope="session")
@@ -50,19 +55,45 @@ def smoke_search(tmp_path_factory, request) -> SmokeSearch:
     with FileLock(str(shared / "smoke_search.lock")):
         if not record.exists():
             done = _run_smoke_search(shared / "smoke")
-            record.write_text(json.dumps({"work": str(done.work), "out": done.out, "seconds": done.seconds}))
+            record.write_text(json.dumps({"work": str(done.work), "out": done.out, "seconds": done.seconds,
+                                          "pid": done.pid}))
         saved = json.loads(record.read_text())
-    return SmokeSearch(Path(saved["work"]), saved["out"], saved["seconds"])
+    return SmokeSearch(Path(saved["work"]), saved["out"], saved["seconds"], saved["pid"])
 
 
-# Files that run searches, Ray clusters or servers, longest first (seconds on 2 cores, alone):
-# handed out first so the short files fill the gaps at the end.
+# Files that run searches, Ray clusters or servers, in the order they go out: most CPU-seconds
+# first (each file alone on 2 cores, `pytest -n 0 <file>`, all its processes counted), so that
+# short files fill the gaps at the end and no long one starts last and runs alone. The suite is
+# CPU-bound on 2 cores from start to end; only its tail is not. test_search_e2e goes early: it
+# runs the session's smoke search, which four other files wait for. The order holds only with
+# `--no-loadscope-reorder` (pyproject's addopts): by default xdist sends the files with the
+# most tests first.
 LONG_FILES = (
-    "test_reliability.py", "test_tracking_outage.py", "test_multinode.py", "test_disk_full.py",
-    "test_replicate.py", "test_pack_search.py", "test_search_e2e.py", "test_autoscaler.py",
-    "test_racing.py", "test_wheel.py", "test_gpu_check.py", "test_packed.py", "test_pyfunc.py",
-    "test_tracking.py", "test_mlflow_ui.py",
+    "test_multinode.py",  # 366 CPU-s
+    "test_tracking_outage.py",  # 288
+    "test_search_e2e.py",  # 95 + the smoke search (~110)
+    "test_replicate.py",  # 246
+    "test_reliability.py",  # 239
+    "test_pack_search.py",  # 197
+    "test_disk_full.py",  # 87 + the smoke search
+    "test_racing.py",  # 99
+    "test_autoscaler.py",  # 90
+    "test_pyfunc.py",  # 64
+    "test_wheel.py",  # 63
+    "test_gpu_check.py",  # 59
+    "test_packed.py",  # 57
+    "test_baselines.py",  # 37
+    "test_core_model.py",  # 30
 )
+
+
+def pytest_configure(config):
+    """With PYTHONDONTWRITEBYTECODE set (some machines set it), no process writes bytecode, so
+    each of the few hundred Python processes the suite starts (search drivers, trial workers,
+    CLIs) would compile the package from source again (~0.4 CPU-s each): compile it once, in
+    the process that hands out the tests."""
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
+        compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "focus_tune"), quiet=1)
 
 
 def pytest_collection_modifyitems(config, items):
