@@ -120,10 +120,15 @@ def check_shared_storage(opts, folder) -> None:
     their checkpoints there and --resume reads them back from any node. A probe file written
     here is looked for by one zero-CPU task pinned to each node; a node that does not see it
     is named, with what the storage must be. A URI storage (s3://, gs://) is reached through
-    pyarrow by every node and is not probed; nodes an autoscaler adds later are not either."""
+    pyarrow by every node and is not probed; nodes an autoscaler adds later are not either.
+
+    A node that is gone by the time its probe runs is left out: it runs no trial. Ray lists a
+    lost node as alive until it has missed enough heartbeats (seconds to a minute), so a search
+    resumed right after a node was lost lists it and then cannot place its probe there."""
     if not joins_cluster(opts) or is_uri(opts.storage):
         return
     import ray
+    from ray.exceptions import NodeDiedError, TaskUnschedulableError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     probe = Path(folder).resolve() / f".node-probe-{uuid.uuid4().hex}"
@@ -133,13 +138,29 @@ def check_shared_storage(opts, folder) -> None:
     def sees(path: str) -> bool:
         return os.path.exists(path)
 
+    def answer(ref) -> bool | None:
+        """The node's answer; None for a node that is gone."""
+        try:
+            return ray.get(ref)
+        except (TaskUnschedulableError, NodeDiedError):
+            return None
+
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
-        seen = ray.get([sees.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                        .remote(str(probe)) for n in nodes], timeout=120)
+        refs = [sees.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                .remote(str(probe)) for n in nodes]
+        _, waiting = ray.wait(refs, num_returns=len(refs), timeout=120)
+        if waiting:
+            late = ", ".join(f"{n['NodeManagerAddress']} (node {n['NodeID'][:8]})"
+                             for n, ref in zip(nodes, refs) if ref in waiting)
+            raise SearchError(f"--storage {opts.storage}: {len(waiting)} of {len(refs)} node(s) of the cluster did not "
+                              f"answer whether they see the run folder within 120 s: {late}")
+        seen = [answer(ref) for ref in refs]
     finally:
         probe.unlink(missing_ok=True)
-    blind = [n for n, ok in zip(nodes, seen) if not ok]
+    there = [(n, ok) for n, ok in zip(nodes, seen) if ok is not None]
+    nodes = [n for n, _ in there]
+    blind = [n for n, ok in there if not ok]
     if blind:
         names = ", ".join(f"{n['NodeManagerAddress']} (node {n['NodeID'][:8]})" for n in blind[:3])
         raise SearchError(
