@@ -1,7 +1,8 @@
 """Fewer epochs at the same point? Test metrics of the unregularized quick model per training recipe.
 
 Each recipe ``kind:epochs:lr[:batch]`` (kind ``const``: constant learning rate, the paper's
-Adam; ``oc``: one-cycle, ``focus_tune.train.LearningRate``) trains the quick model of a
+Adam; ``oc``: one-cycle; ``decay``: constant, then a cosine over the last 20 % of the steps;
+``focus_tune.train.LearningRate``) trains the quick model of a
 scenario unregularized (seed 0, 1 thread, the quick data's 1000 training items) and scores
 the whole test split as a final does (M = 100, counted, absorbing: model): one JSON line per
 recipe with the training seconds, the last epoch's training loss and the test ECE, CE, AUC,
@@ -53,7 +54,7 @@ def parse_seeds(text: str) -> list[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("recipes", nargs="*", help="kind:epochs:lr[:batch], kind const or oc")
+    ap.add_argument("recipes", nargs="*", help="kind:epochs:lr[:batch], kind const, oc or decay")
     ap.add_argument("--game", default="hero")
     ap.add_argument("--data-root", default="data_cache")
     ap.add_argument("--blind", action="store_true", help="also print the image-blind reference line")
@@ -77,7 +78,8 @@ def main() -> None:
         kind, epochs, lr = parts[0], int(parts[1]), float(parts[2])
         batch = int(parts[3]) if len(parts) > 3 else 64
         for seed in args.seeds:
-            schedule = LearningRate.of(lr, {"const": "constant", "oc": "onecycle"}[kind], epochs, len(train), batch)
+            kinds = {"const": "constant", "oc": "onecycle", "decay": "decay"}
+            schedule = LearningRate.of(lr, kinds[kind], epochs, len(train), batch)
             gen = seed_everything(seed)
             model = Simulator(m.num_classes, "resnet18", 128, 128, m.image_shape[0], encoder_width=32)
             opt = torch.optim.Adam(model.parameters(), lr=lr)

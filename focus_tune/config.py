@@ -85,8 +85,9 @@ class TrainConfig:
     # difference over the validation items); then the least-penalized such candidate wins.
     # 0: the paper's rule (lowest score).
     tie_se: float = 1.0
-    # The learning rate over a training: "constant" (the paper's) or "onecycle" (warm-up to
-    # lr over 30 % of the steps, cosine decay to ~0: the same point in fewer epochs).
+    # The learning rate over a training: "constant" (the paper's), "onecycle" (warm-up to
+    # lr over 30 % of the steps, cosine decay to ~0) or "decay" (constant, then a cosine to ~0
+    # over the last 20 % of the steps).
     lr_schedule: str = "constant"
     # Racing (focus_tune.racing): "stop" validates every candidate at epoch race_at as well and
     # stops one that is behind its stage's leader by more than race_se standard errors (plus

@@ -29,7 +29,7 @@ REFERENCE_HEADLINE = ("marginal/ece", "marginal/ce", "interval/coverage")
 
 PROFILES = ("smoke", "quick", "paper")  # the search spaces' profiles (and the built-in data sizes)
 ENCODERS = ("resnet18", "small")  # image encoders of the simulator
-LR_SCHEDULES = ("constant", "onecycle")  # the learning rate over a training (focus_tune.train.LearningRate)
+LR_SCHEDULES = ("constant", "onecycle", "decay")  # the learning rate over a training (focus_tune.train.LearningRate)
 RACING = ("off", "record", "stop")  # racing of a stage's candidates (focus_tune.racing)
 JOINT_SEARCHES = ("grid", "optuna")  # how the joint lambda_all x k2 stage is searched
 

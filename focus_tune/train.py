@@ -32,6 +32,10 @@ class LearningRate:
     ``OneCycleLR`` with cosine annealing and no momentum cycling: from ``peak / 25`` up to
     ``peak`` over the first 30 % of the steps, then down to ``peak / 25e4`` at the last one
     (``tests/test_train.py`` checks it against ``torch.optim.lr_scheduler.OneCycleLR``).
+    ``decay``: ``peak`` as the constant schedule, then a cosine down to ``peak / 25e4`` over
+    the last 20 % of the steps (rounded; none in a training of
+    under three steps) (stable, then decay: the constant rate's progress with a
+    steady end; checked against ``CosineAnnealingLR`` started at the decay's first step).
     """
 
     peak: float
@@ -40,6 +44,7 @@ class LearningRate:
     pct_start: float = 0.3
     div_factor: float = 25.0
     final_div_factor: float = 1e4
+    pct_decay: float = 0.2
 
     @classmethod
     def of(cls, lr: float, schedule: str, epochs: int, items: int, batch_size: int) -> "LearningRate":
@@ -53,6 +58,12 @@ class LearningRate:
             return self.peak
         initial = self.peak / self.div_factor
         final = initial / self.final_div_factor
+        if self.kind == "decay":
+            decay_steps = round(self.pct_decay * self.total_steps)
+            done = step - (self.total_steps - decay_steps) + 1  # decay steps taken, this one included
+            if decay_steps == 0 or done <= 0:
+                return self.peak
+            return final + (self.peak - final) / 2.0 * (math.cos(math.pi * done / decay_steps) + 1)
         warm_end = float(self.pct_start * self.total_steps) - 1
         if step <= warm_end:
             start, end, pct = initial, self.peak, step / warm_end

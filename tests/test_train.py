@@ -117,6 +117,24 @@ def test_one_cycle_is_torch_one_cycle(epochs, items, batch):
         LearningRate.of(3e-3, "cosine", epochs, items, batch)
 
 
+@pytest.mark.parametrize("epochs,items,batch", [(10, 1000, 64), (3, 40, 16), (1, 7, 8), (1, 3, 8)])
+def test_decay_is_constant_then_torch_cosine_annealing(epochs, items, batch):
+    """'decay': the peak until the last 20 % of the steps (rounded), then PyTorch's
+    CosineAnnealingLR from the peak to peak / 25e4, stepped once before each decay step; a
+    training too short for a decay step keeps the peak."""
+    lr = LearningRate.of(3e-3, "decay", epochs, items, batch)
+    decay = round(0.2 * lr.total_steps)
+    opt = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=3e-3)
+    ref = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(decay, 1), eta_min=3e-3 / 25e4)
+    for step in range(lr.total_steps):
+        if step >= lr.total_steps - decay:
+            opt.step()
+            ref.step()
+        assert lr(step) == pytest.approx(opt.param_groups[0]["lr"], rel=1e-9, abs=1e-15), step
+    assert lr(0) == 3e-3
+    assert lr(lr.total_steps - 1) == (pytest.approx(3e-3 / 25e4) if decay else 3e-3)
+
+
 def test_a_scheduled_training_is_the_scheduler_driven_loop_and_resumes_from_the_epoch():
     """train_one_epoch with a LearningRate equals the naive loop stepping OneCycleLR after every
     batch, bit for bit; and a training continued from epoch 2 with a fresh optimizer state
