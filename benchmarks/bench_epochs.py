@@ -38,18 +38,11 @@ from focus_tune.device_split import DeviceSplit
 from focus_tune.evaluation import ESTIMATORS, evaluate
 from focus_tune.model import Simulator
 from focus_tune.regularization import LambdaSchedule
+from focus_tune.replicate.summary import seed_list
 from focus_tune.train import LearningRate, seed_everything, train_one_epoch
 
+KINDS = {"const": "constant", "oc": "onecycle", "decay": "decay"}  # recipe kind -> lr_schedule
 KEYS = ("marginal/ece", "marginal/ce", "marginal/auc", "interval/coverage", "interval/relative_width")
-
-
-def parse_seeds(text: str) -> list[int]:
-    """'0' -> [0]; '0,3,5' -> [0, 3, 5]; '0-9' -> [0, ..., 9]."""
-    seeds = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        seeds.extend(range(int(lo), int(hi or lo) + 1))
-    return seeds
 
 
 def main() -> None:
@@ -58,7 +51,7 @@ def main() -> None:
     ap.add_argument("--game", default="hero")
     ap.add_argument("--data-root", default="data_cache")
     ap.add_argument("--blind", action="store_true", help="also print the image-blind reference line")
-    ap.add_argument("--seeds", default="0", type=parse_seeds, help="training seeds: 0, 0,3,5 or 0-9 (default 0)")
+    ap.add_argument("--seeds", default="0", type=seed_list, help="training seeds: 0, 0,3,5 or 0-9 (default 0)")
     ap.add_argument("--score-last", type=int, default=1, help="score each of the last N epochs (default 1)")
     ap.add_argument("--samples", type=int, default=100, help="M of the test evaluation (default 100)")
     ap.add_argument("--estimator", default="counted", choices=ESTIMATORS, help="the test evaluation's (default counted)")
@@ -77,13 +70,12 @@ def main() -> None:
         parts = recipe.split(":")
         kind, epochs, lr = parts[0], int(parts[1]), float(parts[2])
         batch = int(parts[3]) if len(parts) > 3 else 64
+        schedule = LearningRate.of(lr, KINDS[kind], epochs, len(train), batch)
+        steps = -(-len(train) // batch)
         for seed in args.seeds:
-            kinds = {"const": "constant", "oc": "onecycle", "decay": "decay"}
-            schedule = LearningRate.of(lr, kinds[kind], epochs, len(train), batch)
             gen = seed_everything(seed)
             model = Simulator(m.num_classes, "resnet18", 128, 128, m.image_shape[0], encoder_width=32)
             opt = torch.optim.Adam(model.parameters(), lr=lr)
-            steps = -(-len(train) // batch)
             train_s = 0.0
             for e in range(epochs):
                 t0 = time.perf_counter()

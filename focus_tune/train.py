@@ -32,10 +32,10 @@ class LearningRate:
     ``OneCycleLR`` with cosine annealing and no momentum cycling: from ``peak / 25`` up to
     ``peak`` over the first 30 % of the steps, then down to ``peak / 25e4`` at the last one
     (``tests/test_train.py`` checks it against ``torch.optim.lr_scheduler.OneCycleLR``).
-    ``decay``: ``peak`` as the constant schedule, then a cosine down to ``peak / 25e4`` over
-    the last 20 % of the steps (rounded; none in a training of
-    under three steps) (stable, then decay: the constant rate's progress with a
-    steady end; checked against ``CosineAnnealingLR`` started at the decay's first step).
+    ``decay``: ``peak`` as the constant schedule, then the same cosine down to ``peak / 25e4``
+    over the last 20 % of the steps, rounded (none in a training of under three steps): the
+    constant rate's progress with a steady end (checked against ``CosineAnnealingLR``
+    started at the decay's first step).
     """
 
     peak: float
@@ -63,12 +63,13 @@ class LearningRate:
             done = step - (self.total_steps - decay_steps) + 1  # decay steps taken, this one included
             if decay_steps == 0 or done <= 0:
                 return self.peak
-            return final + (self.peak - final) / 2.0 * (math.cos(math.pi * done / decay_steps) + 1)
-        warm_end = float(self.pct_start * self.total_steps) - 1
-        if step <= warm_end:
-            start, end, pct = initial, self.peak, step / warm_end
+            start, end, pct = self.peak, final, done / decay_steps
         else:
-            start, end, pct = self.peak, final, (step - warm_end) / (self.total_steps - 1 - warm_end)
+            warm_end = float(self.pct_start * self.total_steps) - 1
+            if step <= warm_end:
+                start, end, pct = initial, self.peak, step / warm_end
+            else:
+                start, end, pct = self.peak, final, (step - warm_end) / (self.total_steps - 1 - warm_end)
         return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
 
 
