@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from focus_tune.replicate.regime import REGIMES, check_run, regime
 from smoke_search import GAME, RUN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,6 +91,39 @@ def test_aggregate_only_reads_runs_and_pools_by_run(tmp_path):
     assert "R = 4 searches" in md and "| time-dependent - none | ECE* | -0.0100 |" in md
     assert "![paired differences to none, run by run](replication.png)" in md
     assert (out / "replication.png").read_bytes()[:4] == b"\x89PNG"
+    # every row has CE 0.5, image-blind's too: no family reads the frame, in any run
+    assert s["regime"]["kept"] == 0 and len(s["regime"]["runs"][0]["missed"]) == 3
+    assert "**Kept in 0 of 4 searches.**" in md
+    assert "| 0 | **no** | CE at least 0.08 below image-blind's — none: 0.500 against 0.420;" in md
+    (run,) = _replication_runs(tmp_path / "mlflow.db", "hero")
+    assert run.data.tags["regime_kept"] == "0/4"
+
+
+def _finals(**rows):
+    """A search's finals: family -> its seeds' rows ({key: value}), three seeds alike."""
+    return {"finals": {f: [dict(v)] * 3 for f, v in rows.items()}, "seed": 7}
+
+
+def test_the_regime_is_checked_search_by_search_against_its_own_references():
+    ce, auc, cov = "test/marginal/ce", "test/marginal/auc", "test/interval/coverage"
+    reads = {ce: 0.50, auc: 0.70}
+    kept = _finals(none=reads, constant=reads, **{"time-dependent": reads, "image-blind": {ce: 0.60, auc: 0.5}})
+    assert check_run(kept, REGIMES["hero"]) == []
+    # 0.51 is only 0.075 below image-blind's 0.585; a missing AUC misses too
+    blind = _finals(none=reads, constant={ce: 0.51, auc: 0.70}, **{"time-dependent": {ce: 0.40},
+                                                                  "image-blind": {ce: 0.585}})
+    missed = check_run(blind, REGIMES["hero"])
+    assert [(m["check"].split()[0], m["family"]) for m in missed] == [("CE", "constant"), ("macro", "time-dependent")]
+    assert missed[0]["value"] == pytest.approx(0.51) and missed[0]["limit"] == pytest.approx(0.505)
+    # no image-blind row: the CE check cannot be kept
+    assert len(check_run(_finals(none=reads, constant=reads, **{"time-dependent": reads}), REGIMES["hero"])) == 3
+    # FaceMed: the coverage check is the unregularized family's alone
+    face = {auc: 0.80, cov: 0.95}
+    r = regime("facemed", [_finals(none={auc: 0.80, cov: 0.86}, constant=face, **{"time-dependent": face}),
+                           _finals(none=face, constant=face, **{"time-dependent": face})])
+    assert r["kept"] == 1 and [x["kept"] for x in r["runs"]] == [True, False]
+    assert r["runs"][1]["missed"][0]["family"] == "none"
+    assert regime("seaquest", [kept]) is None
 
 
 def test_missing_runs_are_named(tmp_path):

@@ -23,6 +23,7 @@ from ..interrupt import EXIT_INTERRUPTED
 from ..names import PROFILES
 from .figure import plot_replication
 from .markdown import markdown
+from .regime import regime
 from .runner import Job, Runner
 from .summary import finished, read_run, run_dir, seed_list, store_uri, summarize
 
@@ -79,6 +80,7 @@ def aggregate(args) -> dict | None:
     if not runs:
         return None
     summary = summarize(runs)
+    summary["regime"] = regime(args.game, runs)
     summary["missing_seeds"] = missing
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "replication.json").write_text(json.dumps(summary, indent=1))

@@ -23,6 +23,7 @@ def markdown(game: str, profile: str, s: dict, search_args: list[str], figure: s
         lines += [f"Not finished (not counted): seeds {', '.join(map(str, s['missing_seeds']))}.", ""]
     if figure:
         lines += [f"![paired differences to none, run by run]({figure})", ""]
+    lines += regime_lines(s.get("regime"), R)
     lines += ["## Chosen schedules", "", "| family | schedule | runs |", "|---|---|---:|"]
     for family, counts in s["schedules"].items():
         lines += [f"| {family} | `{sched}` | {n}/{R} |" for sched, n in counts]
@@ -65,3 +66,19 @@ def markdown(game: str, profile: str, s: dict, search_args: list[str], figure: s
                      f"{v['below_zero']} / {v['above_zero']} | {fmt(v['p'], 3)} | {fmt(v['holm'], 3)} | "
                      f"{fmt(v['holm_primary'], 3) if key in PRIMARY else ''} |")
     return "\n".join(lines) + "\n"
+
+
+def regime_lines(reg: dict | None, R: int) -> list[str]:
+    """The regime section: how many searches kept it, and what each other one missed."""
+    if reg is None:
+        return []
+    lines = ["## The regime, search by search", "",
+             f"**Kept in {reg['kept']} of {R} searches.** The checks (test set, each family's mean over its "
+             "final seeds, one search at a time; `focus_tune/replicate/regime.py`): "
+             + "; ".join(reg["checks"]) + ".", "", "| search seed | kept | missed (family: value against its limit) |",
+             "|---:|---|---|"]
+    for r in reg["runs"]:
+        missed = "; ".join(f"{m['check']} — {m['family']}: {fmt(m['value'], 3)} against {fmt(m['limit'], 3)}"
+                           for m in r["missed"])
+        lines.append(f"| {r['seed']} | {'yes' if r['kept'] else '**no**'} | {missed} |")
+    return lines + [""]

@@ -36,6 +36,9 @@ def description(game: str, profile: str, summary: dict, storage: Path) -> str:
              "the primary endpoints at step R (the searches pooled).",
              f"- Each search logged to its own store (tags `search.seed<r>`: URI and parent run id); open one with "
              f"`mlflow ui --backend-store-uri <URI>`. Run folders: `{storage}`."]
+    if summary.get("regime"):
+        lines.append("- Tag `regime_kept`: the searches that kept the scenario's regime (replication.md says what "
+                     "the others missed).")
     if summary.get("missing_seeds"):
         lines.append(f"- Not finished yet: seeds {', '.join(map(str, summary['missing_seeds']))} (the same "
                      "command resumes them).")
@@ -67,6 +70,8 @@ def record(uri: str | None, game: str, profile: str, storage: Path, out: Path, s
     tags = {"game": game, "profile": profile, "runs": str(summary["runs"]),
             "seeds": ",".join(map(str, summary["seeds"])), "storage": str(storage.resolve()),
             "mlflow.note.content": description(game, profile, summary, storage.resolve())}
+    if summary.get("regime"):
+        tags["regime_kept"] = f"{summary['regime']['kept']}/{summary['runs']}"
     for r in summary["search_runs"]:
         tags[f"search.seed{r['seed']}"] = f"{r['tracking_uri']} {r['run_id']}"
     R = summary["runs"]

@@ -1,0 +1,71 @@
+"""The regime a scenario's searches must stay in, checked search by search.
+
+A quick profile is the project's own, not the paper's, and it is only worth searching where
+the simulators are in the regime the paper's effect lives in (docs/RESULTS.md, "Where the
+effect lives"). The checks the quick profiles are held to, each on the test set, on a
+family's mean over its final seeds, one search at a time:
+
+* H.E.R.O.: every family reads the frame: its CE is at least 0.08 below the image-blind
+  predictor's (scored by the same report: same estimator, M and items), and its macro AUC
+  is at least 0.65;
+* FaceMed: every family's macro AUC is at least 0.78, and the unregularized family's
+  I_0.9 coverage is at most 0.87: the pathology the paper's method repairs is there.
+
+Other scenarios declare none (their replication has no regime section).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .summary import MODELS, family_mean
+
+
+@dataclass(frozen=True)
+class Check:
+    """``value(family) <= limit`` (``at_most``) or ``>= limit``, where the limit is ``bound``,
+    or ``bound`` added to the mean of the row ``relative_to`` in the same search."""
+
+    label: str
+    key: str
+    bound: float
+    at_most: bool
+    families: tuple[str, ...] = MODELS
+    relative_to: str | None = None
+
+
+REGIMES: dict[str, tuple[Check, ...]] = {
+    "hero": (Check("CE at least 0.08 below image-blind's", "test/marginal/ce", -0.08, True,
+                   relative_to="image-blind"),
+             Check("macro AUC at least 0.65", "test/marginal/auc", 0.65, False)),
+    "facemed": (Check("macro AUC at least 0.78", "test/marginal/auc", 0.78, False),
+                Check("the unregularized family's I_0.9 coverage at most 0.87", "test/interval/coverage", 0.87, True,
+                      families=("none",))),
+}
+
+
+def check_run(run: dict, checks: tuple[Check, ...]) -> list[dict]:
+    """The checks one search misses: [{"check", "family", "value", "limit"}] (a missing value misses)."""
+    missed = []
+    for c in checks:
+        base = family_mean(run, c.relative_to, c.key) if c.relative_to else 0.0
+        limit = base + c.bound
+        for family in c.families:
+            value = family_mean(run, family, c.key)
+            kept = math.isfinite(value) and math.isfinite(limit) and (value <= limit if c.at_most else value >= limit)
+            if not kept:
+                missed.append({"check": c.label, "family": family, "value": value, "limit": limit})
+    return missed
+
+
+def regime(game: str, runs: list[dict]) -> dict | None:
+    """{"checks": labels, "kept": searches that miss none, "runs": [{"seed", "kept", "missed"}]};
+    None for a scenario without declared checks."""
+    checks = REGIMES.get(game)
+    if checks is None:
+        return None
+    per_run = [{"seed": r["seed"], "missed": check_run(r, checks)} for r in runs]
+    for r in per_run:
+        r["kept"] = not r["missed"]
+    return {"checks": [c.label for c in checks], "kept": sum(r["kept"] for r in per_run), "runs": per_run}
