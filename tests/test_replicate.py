@@ -126,6 +126,18 @@ def test_the_regime_is_checked_search_by_search_against_its_own_references():
     assert regime("seaquest", [kept]) is None
 
 
+def test_the_regime_command_reads_finished_reports(tmp_path):
+    for r in range(2):
+        _run(tmp_path, r)
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate.regime", "--game", "hero", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "**Kept in 0 of 2 searches.**" in proc.stdout and proc.stdout.count("| **no** |") == 2
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate.regime", "--game", "hero", str(tmp_path / "x")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no results.csv under" in proc.stderr
+
+
 def test_missing_runs_are_named(tmp_path):
     _run(tmp_path / "runs", 0)
     proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--runs", "2",

@@ -69,3 +69,30 @@ def regime(game: str, runs: list[dict]) -> dict | None:
     for r in per_run:
         r["kept"] = not r["missed"]
     return {"checks": [c.label for c in checks], "kept": sum(r["kept"] for r in per_run), "runs": per_run}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m focus_tune.replicate.regime --game hero FOLDER...``: the regime section for
+    finished searches' reports (folders holding a results.csv, searched recursively)."""
+    import argparse
+    from pathlib import Path
+
+    from ..report.tables import read_finals
+    from .markdown import regime_lines
+
+    ap = argparse.ArgumentParser(prog="python -m focus_tune.replicate.regime", description=main.__doc__)
+    ap.add_argument("--game", required=True, choices=sorted(REGIMES))
+    ap.add_argument("folders", nargs="+", type=Path)
+    args = ap.parse_args(argv)
+    files = sorted({f for folder in args.folders for f in ([folder] if folder.is_file() else folder.rglob("results.csv"))})
+    if not files:
+        ap.error("no results.csv under " + ", ".join(map(str, args.folders)))
+    # a search's name: its folder (a run folder's report/ is named by the run folder)
+    runs = [{"seed": (f.parent.parent if f.parent.name == "report" else f.parent).name, "finals": read_finals(f)}
+            for f in files]
+    print("\n".join(regime_lines(regime(args.game, runs), len(runs))).replace("| search seed |", "| search |"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
