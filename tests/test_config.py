@@ -94,7 +94,7 @@ def test_quick_profile_overrides_training_and_reduces_the_grids_keeping_every_st
     t = cfg.train
     assert (t.encoder, t.encoder_width, t.embed_dim, t.hidden, t.lr, t.lr_schedule, t.batch_size, t.epochs,
             t.eval_every, t.estimator, t.num_samples, t.validation) == (
-        "resnet18", 32, 128, 128, 2e-3, "constant", 64, 10, 10, "rao_blackwell", 50, ("rao_blackwell", 50))
+        "resnet18", 32, 128, 128, 2e-3, "decay", 64, 10, 10, "rao_blackwell", 50, ("rao_blackwell", 50))
     assert (t.racing, t.race_at, t.race_se) == ("stop", 5, 3.0) and 1 <= t.race_at < t.epochs
     # FaceMed's quick profile keeps the 30 epochs its pathology needs (docs/BENCHMARKS.md).
     f = load_search_config(space_path("facemed"), "quick").train
