@@ -73,15 +73,15 @@ def evaluate_run(run: Path, samples: list[int], draws: int) -> tuple[dict, int]:
     evaluation gives every family of a seed); draw 0 at the search's M is the search's own."""
     state = json.loads((run / "search_state.json").read_text())
     game, profile, seed = re.fullmatch(r"(.+)-(\w+)-seed(\d+)", run.name).groups()
-    train = load_search_config(space_path(game), profile).train
+    cfg = load_search_config(space_path(game), profile)
+    train = cfg.train
     dataset = load_dataset(state["fingerprint"]["data"])
     info = DataInfo.of(dataset.manifest)
     test = DeviceSplit.from_arrays(dataset.test, items=train.test_items)
     groups = evaluation_groups({k: v[:len(test)] for k, v in dataset.test.extras.items()})
     finals = sorted(t for t in state["results"] if re.fullmatch(r"final-.+-s\d+", t))
     seeds = len([t for t in finals if t.startswith("final-none-")])
-    plan = SearchPlan(load_search_config(space_path(game), profile).grid, length=dataset.manifest.length,
-                      seed=int(seed), final_seeds=seeds)
+    plan = SearchPlan(cfg.grid, length=dataset.manifest.length, seed=int(seed), final_seeds=seeds)
     sources = {t.trial_id: t.source_trial for t in plan.all_trials(state["results"])}
     truth = recorded(run)
     print(f"{run}: {game} {profile}, {len(test)} test items, {train.estimator} estimator, search M = "
@@ -113,9 +113,9 @@ def table(per_run: list[dict], samples: list[int]) -> str:
     first = samples[0]
     lines = [f"metric                    M    mean   shift from M = {first:<3d}   SD MC, one score   SD MC, paired diff."
              "   SD seeds, paired diff.   MC share, paired diff."]
+    models = [v for scores in per_run for v in scores.values()]
     for key in METRICS:
         for M in samples:
-            models = [v for scores in per_run for v in scores.values()]
             mean = float(np.mean([d[key] for v in models for d in v[M]]))
             shifts = np.array([np.mean([d[key] for d in v[M]]) - np.mean([d[key] for d in v[first]]) for v in models])
             shift = (f"{shifts.mean():+.4f} ± {shifts.std(ddof=1) / math.sqrt(len(shifts)):.4f}"

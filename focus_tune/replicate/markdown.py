@@ -68,14 +68,15 @@ def markdown(game: str, profile: str, s: dict, search_args: list[str], figure: s
     return "\n".join(lines) + "\n"
 
 
-def regime_lines(reg: dict | None, R: int) -> list[str]:
-    """The regime section: how many searches kept it, and what each other one missed."""
+def regime_lines(reg: dict | None, R: int, name: str = "search seed") -> list[str]:
+    """The regime section: how many searches kept it, and what each other one missed (``name``:
+    the first column's heading, what a search's ``seed`` entry holds)."""
     if reg is None:
         return []
     lines = ["## The regime, search by search", "",
              f"**Kept in {reg['kept']} of {R} searches.** The checks (test set, each family's mean over its "
              "final seeds, one search at a time; `focus_tune/replicate/regime.py`): "
-             + "; ".join(reg["checks"]) + ".", "", "| search seed | kept | missed (family: value against its limit) |",
+             + "; ".join(reg["checks"]) + ".", "", f"| {name} | kept | missed (family: value against its limit) |",
              "|---:|---|---|"]
     for r in reg["runs"]:
         missed = "; ".join(f"{m['check']} — {m['family']}: {fmt(m['value'], 3)} against {fmt(m['limit'], 3)}"

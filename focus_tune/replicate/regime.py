@@ -65,9 +65,8 @@ def regime(game: str, runs: list[dict]) -> dict | None:
     checks = REGIMES.get(game)
     if checks is None:
         return None
-    per_run = [{"seed": r["seed"], "missed": check_run(r, checks)} for r in runs]
-    for r in per_run:
-        r["kept"] = not r["missed"]
+    per_run = [{"seed": r["seed"], "missed": missed, "kept": not missed}
+               for r, missed in ((r, check_run(r, checks)) for r in runs)]
     return {"checks": [c.label for c in checks], "kept": sum(r["kept"] for r in per_run), "runs": per_run}
 
 
@@ -90,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     # a search's name: its folder (a run folder's report/ is named by the run folder)
     runs = [{"seed": (f.parent.parent if f.parent.name == "report" else f.parent).name, "finals": read_finals(f)}
             for f in files]
-    print("\n".join(regime_lines(regime(args.game, runs), len(runs))).replace("| search seed |", "| search |"))
+    print("\n".join(regime_lines(regime(args.game, runs), len(runs), name="search")))
     return 0
 
 
