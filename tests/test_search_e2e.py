@@ -173,8 +173,10 @@ def test_trial_actors_carry_no_runtime_env(smoke_search):
     import tempfile
 
     root = Path(os.environ.get("RAY_TMPDIR", tempfile.gettempdir())) / "ray"
-    sessions = list(root.glob(f"session_*_{smoke_search.pid}"))
-    assert len(sessions) == 1, (root, smoke_search.pid, sessions)
-    raylet = (sessions[0] / "logs" / "raylet.out").read_text()
+    # A session folder is named session_<date>_<time>_<microseconds>_<driver pid>; an older one
+    # may end with the same pid (an earlier process's, the pid since reused): take the newest.
+    sessions = sorted(root.glob(f"session_*_{smoke_search.pid}"), key=lambda p: p.name)
+    assert sessions, (root, smoke_search.pid)
+    raylet = (sessions[-1] / "logs" / "raylet.out").read_text()
     assert "Started worker process" in raylet  # the log this reads is the raylet's own
     assert "Create runtime env" not in raylet
