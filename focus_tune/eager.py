@@ -4,8 +4,8 @@ torch.optim keeps torch.compile out of its optimizers by importing torch._dynamo
 first use: ``Adam.step`` (``_use_grad_for_differentiable``) imports it for a graph break, and
 ``add_param_group``, ``zero_grad``, ``state_dict`` and ``load_state_dict`` carry
 ``torch._disable_dynamo``, which imports it on the first call. That import costs about a
-CPU-second in every process that trains (``benchmarks/bench_startup.py``): every trial's
-actor, two or more per search, some forty searches in the test suite. Nothing in focus_tune
+CPU-second in every process that trains: every trial's actor, two or more per search, some
+forty searches in the test suite (docs/BENCHMARKS.md, "The test suite"). Nothing in focus_tune
 is compiled, so :func:`eager_optimizers` lets those calls skip it:
 
 * the four methods call themselves: the wrapper's per-function cache (the attribute
@@ -47,7 +47,7 @@ def eager_optimizers() -> bool:
     if "torch._dynamo" in sys.modules:
         return False
     adam = torch.optim.Adam
-    if getattr(adam.step, "eager", False) or getattr(getattr(adam.step, "__wrapped__", None), "eager", False):
+    if getattr(adam.step, "eager", False):  # torch's profile hook copies the attribute (functools.wraps)
         return True
     plain = [getattr(getattr(torch.optim.Optimizer, name), "__wrapped__", None) for name in METHODS]
     layer = _use_grad_layer(adam.step)
