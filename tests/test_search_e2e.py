@@ -166,10 +166,9 @@ def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
     assert sorted(k.data.tags["trial_id"] for k in kids) == sorted(after["results"])
 
 
-def test_trial_actors_carry_no_runtime_env(smoke_search):
-    """Tune's trial actors carry no runtime env (ray_runtime.plain_trial_actors): with one, Ray
-    starts new worker processes for them beside the ones it prestarted. (Which worker a given
-    actor lands in depends on whether a prestarted one has finished starting: not asserted.)"""
+def test_trial_actors_carry_no_runtime_env_and_ray_starts_no_idle_worker(smoke_search):
+    """Tune's trial actors carry no runtime env (ray_runtime.plain_trial_actors), and the local
+    Ray starts no worker before a trial asks for one (ray_runtime.NO_PRESTART)."""
     import tempfile
 
     root = Path(os.environ.get("RAY_TMPDIR", tempfile.gettempdir())) / "ray"
@@ -180,3 +179,9 @@ def test_trial_actors_carry_no_runtime_env(smoke_search):
     raylet = (sessions[-1] / "logs" / "raylet.out").read_text()
     assert "Started worker process" in raylet  # the log this reads is the raylet's own
     assert "Create runtime env" not in raylet
+    # Prestarted workers start as the driver registers, before the raylet logs its job as
+    # started; without them the first worker starts when the first trial actor asks for one.
+    lines = raylet.splitlines()
+    job = next(i for i, line in enumerate(lines) if "already started in worker pool" in line)
+    early = [line for line in lines[:job] if "Started worker process" in line]
+    assert not early, early

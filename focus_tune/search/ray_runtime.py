@@ -63,9 +63,23 @@ def secure_local_ray(opts) -> None:
     os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
 
 
+# A local Ray's raylet starts one idle worker per CPU (Python and Ray imported, ~0.4 CPU-s
+# each) as the first driver registers. A search's trials run in Tune's actors, in placement
+# groups, one per slot: the first actors took the prestarted workers in some smoke searches
+# here, and in others Ray started workers of their own and stopped the prestarted ones; on a
+# GPU node with more CPUs than trials most of them only idle. Without prestarting, a trial
+# actor's worker starts when the actor asks for it (tests/test_search_e2e.py reads the
+# raylet's log). Read by the raylet, which inherits this process's environment.
+NO_PRESTART = {"RAY_prestart_worker_first_driver": "0"}
+
+
 def start_ray(opts) -> None:
-    """ray.init for the search: the cluster at --address, or a local Ray that requires a token."""
+    """ray.init for the search: the cluster at --address, or a local Ray that requires a token
+    and starts no worker before a trial asks for one (:data:`NO_PRESTART`)."""
     secure_local_ray(opts)
+    if not joins_cluster(opts):
+        for key, value in NO_PRESTART.items():
+            os.environ.setdefault(key, value)
     import ray
 
     ray.init(address=opts.address, include_dashboard=False, log_to_driver=False,
@@ -76,13 +90,10 @@ def plain_trial_actors() -> None:
     """Tune's trial actors without the runtime env Tune gives them by default.
 
     Tune makes every trainable actor with ``runtime_env={"env_vars": {"PL_DISABLE_FORK":
-    "1"}}`` (a switch of PyTorch Lightning, which this project does not use). Any runtime env
-    makes Ray start new worker processes for the actors, while the workers each node
-    prestarts at its start (one per CPU, Python and Ray imported) idle until Ray stops them:
-    on a 2-core laptop two extra Python processes and a few CPU-seconds per search, and the
-    first trials wait for their workers to start. Without it the first actors take the
-    prestarted workers. Variables Tune propagates from the driver's environment (cloud
-    credentials, Ray Train's) still travel as a runtime env when they are set."""
+    "1"}}`` (a switch of PyTorch Lightning, which this project does not use). With it, every
+    worker a trial actor starts in waits for Ray's runtime-env agent to create that env
+    first. Variables Tune propagates from the driver's environment (cloud credentials, Ray
+    Train's) still travel as a runtime env when they are set."""
     from ray.tune.execution import class_cache
 
     class_cache.DEFAULT_ENV_VARS.pop("PL_DISABLE_FORK", None)
