@@ -182,6 +182,7 @@ def test_trial_actors_carry_no_runtime_env_and_ray_starts_no_idle_worker(smoke_s
     # Prestarted workers start as the driver registers, before the raylet logs its job as
     # started; without them the first worker starts when the first trial actor asks for one.
     lines = raylet.splitlines()
-    job = next(i for i, line in enumerate(lines) if "already started in worker pool" in line)
+    job = next((i for i, line in enumerate(lines) if "already started in worker pool" in line), None)
+    assert job is not None, "the raylet's log no longer says when the job started"
     early = [line for line in lines[:job] if "Started worker process" in line]
     assert not early, early
