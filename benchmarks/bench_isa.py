@@ -31,7 +31,8 @@ def train(epochs: int, data_root: str, game: str = "hero", profile: str = "quick
     from focus_tune.config import load_search_config, space_path
     from focus_tune.data import ensure_dataset, load_dataset
     from focus_tune.device_split import DeviceSplit
-    from focus_tune.model import Simulator
+    from focus_tune.job import DataInfo
+    from focus_tune.model_io import build_model
     from focus_tune.regularization import LambdaSchedule
     from focus_tune.train import LearningRate, seed_everything, train_one_epoch
 
@@ -44,8 +45,7 @@ def train(epochs: int, data_root: str, game: str = "hero", profile: str = "quick
     rate = LearningRate.of(cfg.lr, cfg.lr_schedule, cfg.epochs, len(split), cfg.batch_size)
     steps = -(-len(split) // cfg.batch_size)
     gen = seed_everything(0)
-    model = Simulator(info.num_classes, encoder=cfg.encoder, embed_dim=cfg.embed_dim, hidden=cfg.hidden,
-                      in_channels=info.image_shape[0], encoder_width=cfg.encoder_width)
+    model = build_model(cfg, DataInfo.of(info))  # the model a trial of this profile trains
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     times = []
     for epoch in range(epochs):
