@@ -5,9 +5,12 @@ Every split has the columns
 
     image            fixed_size_binary(C*H*W)   uint8 pixels, C-major ([C, H, W] row-major)
     sequence         fixed_size_list<int8>[L]   class ids, padded with the event class
-    time_to_event    int32                      T = min{i : Y_i = event}, 1-based (L if none)
+    time_to_event    int32                      T = min{i : Y_i = event}, 1-based (L if none);
+                                                on a censored item, its last observed entry
     exact_marginals  fixed_size_list<float32>[L*c]  P(Y_i = a | x), row-major [L, c]; only
                                                 when the generator knows the truth
+    observed_length  int32                      entries observed, 1..L (right-censored data
+                                                only: entries after it are unknown)
 and optional 1-D numeric extra columns (e.g. `age`, `episode`); the schema metadata key
 `focus_tune.image_shape` holds [C, H, W]. The manifest records the SHA-256 of every split
 file; `load_dataset` refuses a folder whose files, shapes or columns disagree with it,
@@ -27,7 +30,7 @@ import os
 import re
 import shutil
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -51,45 +54,88 @@ class DataError(ValueError):
     """A dataset folder or source file is missing, malformed or corrupted."""
 
 
-def time_to_event(sequences: np.ndarray, event_class: int) -> np.ndarray:
+def time_to_event(sequences: np.ndarray, event_class: int, observed_length: np.ndarray | None = None) -> np.ndarray:
     """T = min{i : Y_i = event_class}, counted from 1; L when the event never occurs.
 
     The same convention as `focus_tune.montecarlo.time_to_event`. sequences: int [N, L] -> int64 [N].
+    With ``observed_length`` [N] (right-censored data: entries 1..n observed) only observed
+    entries count, and an item whose event is not among them gets its last observed entry n
+    (T > n is all that is known: :func:`censored_items` tells which).
     """
     hit = np.asarray(sequences) == event_class
-    return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, hit.shape[1]).astype(np.int64)
+    if observed_length is not None:
+        hit &= observed_mask(observed_length, hit.shape[1])
+        last = np.asarray(observed_length, dtype=np.int64)
+    else:
+        last = hit.shape[1]
+    return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, last).astype(np.int64)
+
+
+def observed_mask(observed_length: np.ndarray, length: int) -> np.ndarray:
+    """bool [N, L]: entry i (1-based) of item n is observed iff i <= observed_length[n]."""
+    return np.arange(1, length + 1)[None, :] <= np.asarray(observed_length)[:, None]
+
+
+def censored_items(sequences: np.ndarray, event_class: int, observed_length: np.ndarray | None) -> np.ndarray:
+    """bool [N]: items whose time to event is not known, only that it exceeds their
+    ``time_to_event`` (their last observed entry): cut short before L, event not seen."""
+    n = len(sequences)
+    if observed_length is None:
+        return np.zeros(n, bool)
+    L = np.asarray(sequences).shape[1]
+    seen = ((np.asarray(sequences) == event_class) & observed_mask(observed_length, L)).any(axis=1)
+    return (np.asarray(observed_length) < L) & ~seen
 
 
 @dataclass(frozen=True)
 class Manifest:
     """What a dataset folder contains; written as manifest.json.
 
-    `event_class` is the absorbing class that defines time-to-event (END for games, dead for
-    FaceMed); `condition_class` is the most frequent first entry of the training split other
-    than the event class, the condition of the paper's conditional metrics. `files` maps each split file name to its
-    SHA-256; `stats` holds per-split counts computed at write time; `details` holds what the
-    generator or importer wants to record (player model constants, skipped-file counts...).
+    `event_class` is the class whose first occurrence is the time to event (END for games,
+    dead for FaceMed); `condition_class` is the first-entry class of the paper's conditional
+    metrics (by default the most frequent first entry of the training split other than the
+    event class). `files` maps each split file name to its SHA-256; `stats` holds per-split
+    counts computed at write time; `details` holds what the generator or importer wants to
+    record (player model constants, skipped-file counts, an import's provenance...).
+
+    `game` names the built-in scenario a generator or importer made the data for (None for
+    a user's own data, whose scenario is its `name`); `profile`, `sampling_freq`,
+    `generator_version` and `seed` mean something only for generated data and default to
+    null / 1 / "" / 0. `absorbing` lists the classes after which nothing changes (the
+    sequence is padded with them); `censored` says whether the splits hold an
+    `observed_length` column (right-censored items).
     """
 
     name: str
     source: str
-    game: str
-    profile: str | None
     class_names: list[str]
     length: int
-    sampling_freq: int
     image_shape: tuple[int, int, int]
     splits: dict[str, int]
     generator: str
-    generator_version: str
-    seed: int
     event_class: int
     condition_class: int
     has_exact_marginals: bool
     files: dict[str, str]
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any]
+    game: str | None = None
+    profile: str | None = None
+    sampling_freq: int = 1
+    generator_version: str = ""
+    seed: int = 0
+    absorbing: list[int] | None = None  # None: the event class alone
+    censored: bool = False
     details: dict[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+
+    @property
+    def scenario(self) -> str:
+        """What a search calls this data: the built-in game, or the dataset's name."""
+        return self.game or self.name
+
+    @property
+    def absorbing_classes(self) -> list[int]:
+        return [self.event_class] if self.absorbing is None else list(self.absorbing)
 
     @property
     def num_classes(self) -> int:
@@ -118,7 +164,8 @@ class Manifest:
                 "rebuild or re-import the dataset with this version of focus_tune"
             )
         names = set(cls.__dataclass_fields__)
-        missing = sorted(n for n in names if n not in raw and n != "details")
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        missing = sorted(n for n in required | {"format_version"} if n not in raw)
         if missing:
             raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
         _check_field_types(raw, where)
@@ -141,19 +188,24 @@ def _check_field_types(raw: dict[str, Any], where: str) -> None:
     def bad(name: str, expected: str) -> DataError:
         return DataError(f"{where}: field {name!r} must be {expected}, got {short(raw[name])}")
 
-    for name in ("name", "source", "game", "generator", "generator_version"):
-        if not isinstance(raw[name], str):
+    for name in ("name", "source", "generator", "generator_version"):
+        if name in raw and not isinstance(raw[name], str):
             raise bad(name, "a string")
-    if raw["profile"] is not None and not isinstance(raw["profile"], str):
-        raise bad("profile", "a string or null")
+    for name in ("game", "profile"):
+        if raw.get(name) is not None and not isinstance(raw[name], str):
+            raise bad(name, "a string or null")
     for name in ("length", "sampling_freq", "seed", "event_class", "condition_class"):
-        if not _is_int(raw[name]):
+        if name in raw and not _is_int(raw[name]):
             raise bad(name, "an integer")
-    if raw["length"] < 1 or raw["sampling_freq"] < 1:
+    if raw["length"] < 1 or raw.get("sampling_freq", 1) < 1:
         raise DataError(f"{where}: length and sampling_freq must be >= 1, got {short(raw['length'])} "
-                        f"and {short(raw['sampling_freq'])}")
-    if not isinstance(raw["has_exact_marginals"], bool):
-        raise bad("has_exact_marginals", "true or false")
+                        f"and {short(raw.get('sampling_freq'))}")
+    for name in ("has_exact_marginals", "censored"):
+        if name in raw and not isinstance(raw[name], bool):
+            raise bad(name, "true or false")
+    absorbing = raw.get("absorbing")
+    if absorbing is not None and not (isinstance(absorbing, list) and absorbing and all(_is_int(v) for v in absorbing)):
+        raise bad("absorbing", "null or a non-empty list of class ids")
     shape = raw["image_shape"]
     if not (isinstance(shape, list) and len(shape) == 3 and all(_is_int(v) and 1 <= v <= 65535 for v in shape)):
         raise bad("image_shape", "a list of 3 integers [C, H, W] in 1..65535")
@@ -190,6 +242,8 @@ def _check_manifest(m: Manifest, raw: dict[str, Any], where: str) -> None:
         value = getattr(m, name)
         if not isinstance(value, int) or not 0 <= value < m.num_classes:
             problems.append(f"{name} {short(value)} is not a class id in [0, {m.num_classes})")
+    if m.absorbing is not None and any(not 0 <= a < m.num_classes for a in m.absorbing):
+        problems.append(f"absorbing {short(m.absorbing)} holds class ids outside [0, {m.num_classes})")
     if not isinstance(m.splits, dict) or set(m.splits) != set(SPLITS) or any(not isinstance(n, int) or n < 1 for n in m.splits.values()):
         problems.append(f"splits {short(m.splits)} must give a positive size for each of {SPLITS}")
     if not isinstance(m.files, dict) or set(m.files) != {f"{s}.parquet" for s in SPLITS}:
@@ -221,6 +275,8 @@ def split_schema(manifest: Manifest) -> dict[str, pa.DataType]:
     }
     if manifest.has_exact_marginals:
         types["exact_marginals"] = pa.list_(pa.float32(), manifest.length * manifest.num_classes)
+    if manifest.censored:
+        types["observed_length"] = pa.int32()
     return types
 
 
@@ -229,7 +285,10 @@ class Split:
     """One split held in memory.
 
     images uint8 [N, C, H, W]; sequences int64 [N, L]; time_to_event int64 [N];
-    exact_marginals float32 [N, L, c] or None; extras: generator columns, each [N].
+    exact_marginals float32 [N, L, c] or None; extras: per-item columns, each [N];
+    observed_length int64 [N] (entries 1..n of item n observed) or None when every entry
+    of every item is observed. On a censored item, ``time_to_event`` is its last observed
+    entry (T exceeds it: ``censored``); the sequence beyond ``observed_length`` is filler.
     """
 
     name: str
@@ -238,9 +297,25 @@ class Split:
     time_to_event: np.ndarray
     exact_marginals: np.ndarray | None
     extras: dict[str, np.ndarray] = field(default_factory=dict)
+    observed_length: np.ndarray | None = None
+    event_class: int | None = None  # the manifest's, for `censored`
 
     def __len__(self) -> int:
         return len(self.sequences)
+
+    @property
+    def observed(self) -> np.ndarray | None:
+        """bool [N, L]: which entries are observed; None when all are."""
+        if self.observed_length is None:
+            return None
+        return observed_mask(self.observed_length, self.sequences.shape[1])
+
+    @property
+    def censored(self) -> np.ndarray:
+        """bool [N]: items whose time to event is right-censored at ``time_to_event``."""
+        if self.observed_length is None:
+            return np.zeros(len(self), bool)
+        return censored_items(self.sequences, self.event_class, self.observed_length)
 
 
 class Dataset:
@@ -344,18 +419,21 @@ def _read_split(path: Path, split: str, manifest: Manifest) -> Split:
         marginals = None
         if manifest.has_exact_marginals:
             marginals = _read_column(parquet, file, "exact_marginals", length * k, np.float32).reshape(n, length, k)
-        standard = set(REQUIRED_COLUMNS) | {"exact_marginals"}
+        observed = _read_column(parquet, file, "observed_length", 1, np.int64)[:, 0] if manifest.censored else None
+        standard = set(REQUIRED_COLUMNS) | {"exact_marginals", "observed_length"}
         extras = {name: parquet.read(columns=[name]).column(0).to_numpy()
                   for name in parquet.schema_arrow.names if name not in standard}
     except (pa.ArrowException, OSError) as err:
         raise DataError(f"{file}: not a readable Parquet file ({err})") from err
     if sequences.size and (sequences.min() < 0 or sequences.max() >= k):
         raise DataError(f"{file}: sequence holds class ids outside [0, {k})")
-    if not np.array_equal(tte, time_to_event(sequences, manifest.event_class)):
+    if observed is not None and observed.size and (observed.min() < 1 or observed.max() > length):
+        raise DataError(f"{file}: observed_length holds values outside [1, {length}]")
+    if not np.array_equal(tte, time_to_event(sequences, manifest.event_class, observed)):
         raise DataError(f"{file}: time_to_event disagrees with the sequences (event class {manifest.event_class})")
     if marginals is not None:
         _check_marginals(file, marginals)
-    return Split(split, images, sequences, tte, marginals, extras)
+    return Split(split, images, sequences, tte, marginals, extras, observed, manifest.event_class)
 
 
 def _check_marginals(file: Path, marginals: np.ndarray) -> None:
@@ -412,6 +490,7 @@ class DatasetWriter:
         image_shape: tuple[int, int, int],
         event_class: int,
         has_exact_marginals: bool,
+        censored: bool = False,
     ):
         self.out_dir = Path(out_dir)
         if not 1 <= len(class_names) <= 127:
@@ -422,6 +501,7 @@ class DatasetWriter:
         self.image_shape = tuple(image_shape)
         self.event_class = event_class
         self.has_exact_marginals = has_exact_marginals
+        self.censored = censored  # the splits carry observed_length (right-censored items)
         self.out_dir.parent.mkdir(parents=True, exist_ok=True)
         self.tmp_dir = self.out_dir.parent / f".{self.out_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.tmp_dir.mkdir()
@@ -430,6 +510,8 @@ class DatasetWriter:
         self._class_counts = {s: np.zeros(len(class_names), np.int64) for s in SPLITS}
         self._first_counts = {s: np.zeros(len(class_names), np.int64) for s in SPLITS}
         self._tte_sums = {s: 0 for s in SPLITS}
+        self._censored_items = {s: 0 for s in SPLITS}
+        self._unobserved_entries = {s: 0 for s in SPLITS}
 
     def __enter__(self) -> "DatasetWriter":
         return self
@@ -445,13 +527,15 @@ class DatasetWriter:
         sequences: np.ndarray,
         exact_marginals: np.ndarray | None = None,
         extras: dict[str, np.ndarray] | None = None,
+        observed_length: np.ndarray | None = None,
     ) -> None:
         """Append one chunk to `split`.
 
         images uint8 [n, C, H, W]; sequences int [n, L]; exact_marginals [n, L, c] (required
         exactly when the dataset has them); extras: 1-D numeric arrays [n], the same names
-        in every chunk. time_to_event is derived from the sequences here, so it is always
-        consistent with them.
+        in every chunk; observed_length int [n] in 1..L (required exactly when the dataset
+        is ``censored``). time_to_event is derived from the sequences (and observed lengths)
+        here, so it is always consistent with them.
         """
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
@@ -464,9 +548,15 @@ class DatasetWriter:
             raise ValueError(f"sequences must be [{n}, {self.length}] class ids in [0, {k})")
         if (exact_marginals is not None) != self.has_exact_marginals:
             raise ValueError("exact_marginals must be given exactly when the dataset has them")
+        if (observed_length is not None) != self.censored:
+            raise ValueError("observed_length must be given exactly when the dataset is censored")
+        if observed_length is not None:
+            observed_length = np.asarray(observed_length, dtype=np.int64)
+            if observed_length.shape != (n,) or (n and (observed_length.min() < 1 or observed_length.max() > self.length)):
+                raise ValueError(f"observed_length must be [{n}] integers in [1, {self.length}]")
         if n == 0:
             return
-        tte = time_to_event(sequences, self.event_class)
+        tte = time_to_event(sequences, self.event_class, observed_length)
         width = int(np.prod(self.image_shape))
         columns = {
             "image": pa.FixedSizeBinaryArray.from_buffers(
@@ -484,6 +574,8 @@ class DatasetWriter:
             columns["exact_marginals"] = pa.FixedSizeListArray.from_arrays(
                 pa.array(marginals.ravel()), self.length * k
             )
+        if observed_length is not None:
+            columns["observed_length"] = pa.array(observed_length.astype(np.int32))
         for name, values in (extras or {}).items():
             values = np.asarray(values)
             if values.shape != (n,):
@@ -499,24 +591,34 @@ class DatasetWriter:
             raise ValueError(f"chunk columns {table.schema.names} differ from the first chunk of {split!r}")
         self._writers[split].write_table(table)
         self._counts[split] += n
-        self._class_counts[split] += np.bincount(sequences.ravel(), minlength=k)
+        seen = sequences if observed_length is None else sequences[observed_mask(observed_length, self.length)]
+        self._class_counts[split] += np.bincount(seen.ravel(), minlength=k)
         self._first_counts[split] += np.bincount(sequences[:, 0], minlength=k)
         self._tte_sums[split] += int(tte.sum())
+        if observed_length is not None:
+            self._censored_items[split] += int(censored_items(sequences, self.event_class, observed_length).sum())
+            self._unobserved_entries[split] += int((self.length - observed_length).sum())
 
     def commit(
         self,
         *,
         name: str,
         source: str,
-        game: str,
-        profile: str | None,
-        sampling_freq: int,
         generator: str,
-        generator_version: str,
-        seed: int,
+        game: str | None = None,
+        profile: str | None = None,
+        sampling_freq: int = 1,
+        generator_version: str = "",
+        seed: int = 0,
         details: dict[str, Any] | None = None,
+        condition_class: int | None = None,
+        absorbing: list[int] | None = None,
     ) -> Path:
-        """Close the files, write the manifest and move the folder to `out_dir`."""
+        """Close the files, write the manifest and move the folder to `out_dir`.
+
+        ``condition_class``: the conditional metrics' first-entry class (default: the most
+        frequent first entry of train other than the event); ``absorbing``: the classes
+        after which nothing changes (default: the event class alone)."""
         empty = [s for s in SPLITS if self._counts[s] == 0]
         if empty:
             raise DataError(f"{self.out_dir}: split(s) {', '.join(empty)} received no rows")
@@ -533,6 +635,8 @@ class DatasetWriter:
                 "mean_time_to_event": self._tte_sums[split] / self._counts[split],
                 "class_counts": self._class_counts[split].tolist(),
                 "first_entry_counts": self._first_counts[split].tolist(),
+                **({"censored_items": self._censored_items[split],
+                    "unobserved_entries": self._unobserved_entries[split]} if self.censored else {}),
             }
             for split in SPLITS
         }
@@ -550,10 +654,12 @@ class DatasetWriter:
             generator_version=generator_version,
             seed=seed,
             event_class=self.event_class,
-            condition_class=self._condition_class(),
+            condition_class=self._condition_class() if condition_class is None else int(condition_class),
             has_exact_marginals=self.has_exact_marginals,
             files=files,
             stats=stats,
+            absorbing=None if absorbing is None else [int(a) for a in absorbing],
+            censored=self.censored,
             details=details or {},
         )
         write_atomic(self.tmp_dir / MANIFEST, json.dumps(manifest.to_dict(), indent=2) + "\n")
