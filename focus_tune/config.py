@@ -46,7 +46,7 @@ SPACES_DIR = Path(__file__).resolve().parent / "search_spaces"
 __all__ = [  # the public API; the checks and the strict YAML live in config_checks and yaml_strict
     "ABSORBING", "ENCODERS", "ESTIMATORS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
     "PROFILES", "SELECT_BY", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
-    "load_search_config", "space_path",
+    "dump_search_config", "load_search_config", "parse_search_space", "space_path",
 ]
 
 
@@ -184,7 +184,18 @@ def load_search_config(path: str | os.PathLike, profile: str) -> SearchConfig:
     ctx = Context(_display(path))
     if profile not in PROFILES:
         raise ctx.error("", f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    raw = ctx.mapping(read_yaml(path, ctx.file), "")
+    return parse_search_space(read_yaml(path, ctx.file), profile, path, ctx)
+
+
+def parse_search_space(raw: Any, profile: str, source: Path, ctx: Context | None = None) -> SearchConfig:
+    """A search space already read (a mapping as in the YAML file: ``game``, ``grid``,
+    ``train``, ``profiles``...) resolved for ``profile`` and validated, exactly as
+    :func:`load_search_config` does a file's; errors name ``ctx``'s file (default ``source``)."""
+    ctx = ctx or Context(str(source))
+    path = Path(source)
+    if profile not in PROFILES:
+        raise ctx.error("", f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    raw = ctx.mapping(raw, "")
     ctx.keys(raw, "", required=("game", "grid", "train"), optional=("final_seeds", "profiles"))
     game = game_name(ctx, raw["game"], "game")
     final_seeds = positive_int(ctx, raw["final_seeds"], "final_seeds") if "final_seeds" in raw else None
@@ -301,3 +312,21 @@ def _check_grid_consistency(ctx: Context, grid: Mapping[str, Any], origin: Mappi
             f"k1 = {k1} leaves no joint entries: every k2 in {list(k2)} ({origin['k2']}) is <= k1; "
             f"use k1 < {max(k2)} or add a k2 > {k1}",
         )
+
+
+def dump_search_config(cfg: SearchConfig) -> str:
+    """The resolved config as a search-space YAML file: every field at the top level, and the
+    profile it was resolved for with nothing to change (so ``--space`` on the printed file with
+    the same ``--profile`` gives the same config)."""
+    import yaml
+
+    d = cfg.to_dict()
+    body = {"game": d["game"], "final_seeds": d["final_seeds"], "grid": d["grid"], "train": d["train"],
+            "profiles": {cfg.profile: {}}}
+    head = (f"# The {cfg.profile} search space of {cfg.game}, resolved (from {cfg.source}).\n"
+            f"# Run it with: python -m focus_tune.search --space THIS_FILE --profile {cfg.profile} ...\n")
+    class Dumper(yaml.SafeDumper):  # mappings as blocks, lists on one line: [0.005, 0.05]
+        pass
+
+    Dumper.add_representer(list, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
+    return head + yaml.dump(body, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=100)

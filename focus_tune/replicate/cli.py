@@ -3,6 +3,7 @@
     python -m focus_tune.replicate --game hero --runs 5
     python -m focus_tune.replicate --game facemed --runs 5 --parallel 2 -- --final-seeds 3
     python -m focus_tune.replicate --game hero --runs 5 --aggregate-only
+    python -m focus_tune.replicate --data DIR --runs 5     # a dataset of your own
 
 Flags after ``--`` go to every search. Writes ``replication.md``, ``replication.json`` and
 ``replication.png`` to ``--out`` (default ``<storage>/<game>-<profile>-replication``) and records
@@ -36,7 +37,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m focus_tune.replicate",
                                  description="R searches of one scenario, varying the search seed (and so the "
                                              "data draw), and what holds across them.")
-    ap.add_argument("--game", required=True, choices=GAMES)
+    ap.add_argument("--game", choices=GAMES, help="a built-in scenario; without it, --data names the scenario")
+    ap.add_argument("--data", type=Path,
+                    help="a dataset folder (your own, or an imported built-in scenario): every search trains on it; "
+                         "the seeds then vary the training, sampling and search, not the data")
     ap.add_argument("--profile", default="quick", choices=PROFILES)
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--runs", type=int, help="R searches, seeds 0..R-1 (default 5)")
@@ -58,8 +62,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
         ap.error("--runs must be at least 1")
     if args.parallel < 1:
         ap.error("--parallel must be at least 1")
+    if args.game is None:
+        if args.data is None:
+            ap.error("the following arguments are required: --game (or --data DIR, a dataset of your own)")
+        from ..data import DataError
+        from ..scenarios import scenario_of
+
+        try:
+            args.game = scenario_of(args.data)
+        except DataError as err:
+            ap.error(str(err))
     args.search_args = search_args
-    for flag in ("--game", "--profile", "--seed", "--storage", "--tracking-uri", "--resume"):
+    for flag in ("--game", "--data", "--profile", "--seed", "--storage", "--tracking-uri", "--resume"):
         if flag in search_args:
             ap.error(f"{flag} after -- : the replication sets it for every search")
     args.out = args.out or args.storage / f"{args.game}-{args.profile}-replication"
@@ -96,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     complete = True
     if not args.aggregate_only:
         args.storage.mkdir(parents=True, exist_ok=True)
-        jobs = [Job(args.game, args.profile, s, args.storage, None, tuple(args.search_args)) for s in args.seed_list]
+        jobs = [Job(args.game, args.profile, s, args.storage, None, tuple(args.search_args), args.data)
+                for s in args.seed_list]
         print(f"focus-tune replicate: {args.game} ({args.profile}), {len(jobs)} searches (seeds "
               f"{', '.join(map(str, args.seed_list))}), {args.parallel} at a time; run folders in {args.storage}",
               flush=True)

@@ -29,6 +29,7 @@ class Job:
     storage: Path
     tracking_uri: str | None  # None: the search's own store in the storage folder
     search_args: tuple[str, ...]
+    data: Path | None = None  # a dataset folder every search trains on (else the seed's built-in data)
 
     @property
     def folder(self) -> Path:
@@ -43,7 +44,11 @@ class Job:
         return self.storage / "logs" / f"{self.game}-{self.profile}-seed{self.seed}.log"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "focus_tune.search", "--game", self.game, "--profile", self.profile,
+        from ..data import GAMES
+
+        scenario = ["--game", self.game] if self.game in GAMES else []
+        data = ["--data", str(self.data.resolve())] if self.data is not None else []
+        cmd = [sys.executable, "-m", "focus_tune.search", *scenario, *data, "--profile", self.profile,
                "--seed", str(self.seed), "--storage", str(self.storage), "--tracking-uri", self.uri,
                *self.search_args]
         if (self.folder / "search_state.json").exists():

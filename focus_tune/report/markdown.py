@@ -163,10 +163,13 @@ def _figure_lines() -> list[str]:
 
 
 def results_markdown(game: str, profile: str, families: Sequence[str], skipped: Sequence[str], finals: Mapping,
-                     schedules: Mapping[str, str], condition: str, search: Mapping | None = None) -> str:
+                     schedules: Mapping[str, str], condition: str, search: Mapping | None = None,
+                     data_notes: Sequence[str] = ()) -> str:
     """The text of results.md (see :func:`focus_tune.report.write_report`)."""
     marginal = shown_columns(MARGINAL, families, finals)
     lines = _header_lines(game, profile) + _schedule_lines(families, finals, schedules) + _skipped_lines(skipped)
+    if data_notes:
+        lines += ["## Data", ""] + [line for note in data_notes for line in (note, "")]
     lines += _section("Marginal", marginal, families, finals, "No marginal results.")
     if any(f in BASELINES for f in families):
         lines += [BASELINE_NOTE, ""]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..atomic import write_atomic
 from .columns import class_name, ordered_families
@@ -41,6 +41,7 @@ def write_report(
     class_names: list[str],
     condition_class: int,
     search: Mapping | None = None,
+    data_notes: Sequence[str] = (),
 ) -> Report:
     """Write results.md, results.csv and the three figures into ``out_dir``; return a :class:`Report`.
 
@@ -52,6 +53,7 @@ def write_report(
     each with its per-entry arrays as a dict under ``test_per_entry`` (optional; see
     :mod:`focus_tune.report.figures`); ``schedules`` maps a family to its compact schedule
     string. A family with no result is skipped with a note; missing or NaN metrics read ``n/a``.
+    ``data_notes``: paragraphs on the data (absent reference rows, censoring), under "Data".
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -61,7 +63,7 @@ def write_report(
     condition = class_name(class_names, condition_class)
     title = f"{game} ({profile})"
 
-    markdown = results_markdown(game, profile, families, skipped, finals, schedules, condition, search)
+    markdown = results_markdown(game, profile, families, skipped, finals, schedules, condition, search, data_notes)
     md_path = out_dir / "results.md"
     write_atomic(md_path, markdown)
     csv_path = out_dir / "results.csv"

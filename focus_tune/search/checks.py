@@ -13,8 +13,17 @@ from .cli import SearchOptions
 
 
 def load_config(opts: SearchOptions) -> SearchConfig:
-    """The search space of --game (or --space) under --profile, with --final-seeds applied."""
-    cfg = load_search_config(opts.space or space_path(opts.game), opts.profile)
+    """The search space of --game (or --space) under --profile, with --final-seeds applied; a
+    dataset of one's own without --space gets the generic one (``focus_tune.generic_space``)."""
+    if opts.space is not None:
+        cfg = load_search_config(opts.space, opts.profile)
+    elif opts.builtin:
+        cfg = load_search_config(space_path(opts.game), opts.profile)
+    else:
+        from ..data import read_manifest
+        from ..generic_space import generic_config
+
+        cfg = generic_config(opts.game, read_manifest(opts.data).length, opts.profile)
     if cfg.game != opts.game:
         raise ConfigError(f"{cfg.source}: game {short(cfg.game)} does not match --game {opts.game}")
     if opts.final_seeds is not None:
@@ -23,7 +32,8 @@ def load_config(opts: SearchOptions) -> SearchConfig:
 
 
 def check_game(manifest, opts: SearchOptions, data_path) -> None:
-    if manifest.game != opts.game:
+    """The dataset is the scenario's: its built-in game, or for one's own data, its name."""
+    if manifest.scenario != opts.game:
         raise DataError(f"--data {data_path}: holds a dataset of game {short(manifest.game)}, not --game {opts.game}")
 
 

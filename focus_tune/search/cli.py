@@ -18,7 +18,7 @@ from .storage import SearchError
 class SearchOptions:
     """What the user asked for, checked; the defaults are the parser's (:func:`build_parser`)."""
 
-    game: str
+    game: str  # the scenario: a built-in game, or (--data without --game) the dataset's name
     profile: str
     space: Path | None
     data: Path | None
@@ -41,12 +41,26 @@ class SearchOptions:
     dry_run: bool
     cluster_gpus: int | None
     trial_minutes: float | None
+    print_config: bool = False
+
+    @property
+    def builtin(self) -> bool:
+        """Whether the scenario is a built-in one (its packaged search space and GPU rates apply)."""
+        return self.game in GAMES
 
 
 def parse_options(argv: Sequence[str] | None = None) -> SearchOptions:
     """The flags as :class:`SearchOptions`; argparse exits on a bad flag, a SearchError names
-    a bad combination (:func:`check_flags`)."""
-    options = SearchOptions(**vars(build_parser().parse_args(argv)))
+    a bad combination (:func:`check_flags`), a DataError an unreadable --data manifest."""
+    parser = build_parser()
+    args = vars(parser.parse_args(argv))
+    if args["game"] is None:
+        if args["data"] is None:
+            parser.error("the following arguments are required: --game (or --data DIR, a dataset of your own)")
+        from ..scenarios import scenario_of
+
+        args["game"] = scenario_of(args["data"])
+    options = SearchOptions(**args)
     check_flags(options)
     return options
 
@@ -56,11 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m focus_tune.search",
         description="Staged search of the time-dependent logit regularization of a foCus simulator.",
     )
-    p.add_argument("--game", required=True, choices=GAMES, help="scenario (search_spaces/<game>.yaml)")
+    p.add_argument("--game", choices=GAMES,
+                   help="a built-in scenario (search_spaces/<game>.yaml); without it, --data names the scenario")
     p.add_argument("--profile", default="quick", choices=PROFILES,
                    help="smoke: seconds (tests); quick: a laptop (default); paper: the paper's sizes (GPUs)")
     p.add_argument("--space", type=Path, help="a search-space YAML of your own instead of the packaged one")
-    p.add_argument("--data", type=Path, help="an imported dataset folder instead of the built-in data")
+    p.add_argument("--data", type=Path,
+                   help="a dataset folder instead of the built-in data: your own (python -m focus_tune.data "
+                        "import-table / import-arrays; the search is then named after the dataset and, "
+                        "without --space, uses the generic search space) or an imported built-in scenario")
     p.add_argument("--data-root", type=Path, default=Path("data_cache"),
                    help="where built-in datasets are built and cached (default: ./data_cache)")
     p.add_argument("--storage", default="runs",
@@ -99,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-retries", type=non_negative_int, default=2,
                    help="retries of a crashed trial from its checkpoint")
     p.add_argument("--dry-run", action="store_true", help="print the trial plan and its cost, run nothing")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved search space as YAML (a file --space reads) and exit")
     p.add_argument("--cluster-gpus", type=positive_int,
                    help="with --dry-run: estimate wall time and GPU-hours on this many GPUs")
     p.add_argument("--trial-minutes", type=positive_number,
@@ -138,4 +158,6 @@ def check_flags(args: SearchOptions) -> None:
         raise SearchError("--joint-budget is the budget of --joint-search optuna; the grid trains every candidate")
     if args.data is not None and not args.data.is_dir():
         raise SearchError(f"--data {args.data}: not a folder; expected a dataset folder "
-                          "(python -m focus_tune.data import-... --out FOLDER)")
+                          "(python -m focus_tune.data import-table TABLE --out FOLDER ...)")
+    if not args.builtin and args.data is None:
+        raise SearchError(f"scenario {args.game!r} is not built in: pass its dataset with --data")

@@ -78,6 +78,11 @@ def run(opts: SearchOptions, trainable=None) -> int:
     """The search: the run folder is made writable and locked first (a second search on it is
     refused before anything else, :mod:`.lock`); a check that fails leaves no folder, lock or
     state behind; a full disk at any point ends in :class:`~focus_tune.state.DiskFull`."""
+    if opts.print_config:
+        from ..config import dump_search_config
+
+        print(dump_search_config(load_config(opts)), end="")
+        return 0
     if opts.dry_run:
         from .dry_run import dry_run
 

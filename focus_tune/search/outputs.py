@@ -63,7 +63,7 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     search = search_trace(plan, state.results, tracker.metric_histories("val/ece"),
                           score=f"validation marginal {SELECT_NAMES[cfg.train.select_by]}", stopped=state.stopped)
     report = write_report(out, opts.game, opts.profile, finals, schedules, m.class_names, m.condition_class,
-                          search=search)
+                          search=search, data_notes=data_notes(dataset, finals))
     eff = cost.efficiency(plan, state.results, state.trial_seconds, sum(state.fit_seconds), state.slots)
     write_atomic(out / "efficiency.json", json.dumps(eff, indent=1))
     report.summary["search/efficiency"] = eff["ratio"]
@@ -83,6 +83,31 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     tracker.log_search(metrics=parent_metrics(report.summary, without_model=set(schedules) - with_model))
     tracker.log_table(summary_table(report.summary), "report/tables/test_metrics.json")
     return report
+
+
+def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
+    """What the report says of the data beyond its tables: the reference rows this dataset
+    cannot have and why, and how much of its test split was censored (nothing for a built-in
+    scenario's generated data, which has every row and no censoring)."""
+    from ..baselines import EXACT, IMAGE_BAYES, ORACLE
+
+    m, test = dataset.manifest, dataset.test
+    why = {
+        IMAGE_BAYES: "needs the hidden truth behind each image (procedural FaceMed's apparent ages)",
+        ORACLE: "needs the true sequence process (a generator's player model or FaceMed's ages)",
+        EXACT: "needs the true probabilities (a generator's exact marginals or process)",
+    }
+    notes = [f"Row `{row}` is absent: it {reason}, which this dataset does not carry."
+             for row, reason in why.items() if not rows.get(row)]
+    if m.censored:
+        censored = int(test.censored.sum())
+        unobserved = int((~test.observed).sum())
+        notes.append(f"Censoring: {censored} of {len(test)} test items are right-censored (their time to event is "
+                     f"only known to exceed their last observed entry) and {unobserved} of {test.sequences.size} "
+                     "(item, entry) pairs are unobserved. Every metric uses the observed pairs only; the "
+                     "time-to-event metrics weigh the uncensored items by the inverse probability of censoring "
+                     "(docs/METRICS.md, 'Censored items').")
+    return notes
 
 
 def search_description(opts: SearchOptions, schedules: dict[str, str], folder: Path) -> str:
@@ -180,7 +205,7 @@ def log_final_models(plan: SearchPlan, state: SearchState, cfg: SearchConfig, da
         model = build_model(cfg.train, data_info)
         model.load_state_dict(load_checkpoint(tune.Checkpoint(path))["model"])
         saved = save_model(folder / "models" / family, model.eval().to(torch.float32), cfg.train, data_info,
-                           extra={"family": family, "trial_id": trained, "game": manifest.game,
+                           extra={"family": family, "trial_id": trained, "game": manifest.scenario,
                                   "class_names": list(manifest.class_names), "length": manifest.length,
                                   "image_shape": list(manifest.image_shape)})
         model_id = tracker.log_model(saved, name=f"model-{family}", metrics=headline(summary, family))
