@@ -1,7 +1,8 @@
-"""Datasets: build the default offline datasets, import real data, load verified splits.
+"""Datasets: build the default offline datasets, import real data or your own, load verified splits.
 
     ds = load_dataset(ensure_dataset("hero", "quick", root="data"))
     ds.manifest.length, ds.train.images, ds.train.sequences, ds.test.exact_marginals
+    write_dataset("data/mine", images=images, sequences=sequences, classes=names, event="END")
 
 See docs/DATA.md for the generators, the store format and the profile sizes.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from .importing import write_dataset
 from .profiles import ATARI_GAMES, FACEMED, GAMES, PROFILES, SPECS, DatasetSpec, get_spec
 from .store import (
     DataError,
@@ -29,7 +31,16 @@ __all__ = [
     "ATARI_GAMES", "GAMES", "PROFILES", "SPECS", "DataError", "Dataset", "DatasetSpec",
     "DatasetWriter", "Manifest", "Split", "build_dataset", "dataset_dir", "ensure_dataset", "evaluation_groups",
     "get_spec", "generator_version", "is_current", "load_dataset", "read_manifest", "time_to_event",
+    "write_dataset", "describe_dataset",
 ]
+
+
+def describe_dataset(path: str | os.PathLike) -> str:
+    """A dataset folder's summary after verifying it and decoding every split (what
+    `python -m focus_tune.data info` prints)."""
+    from .summary import describe, verified
+
+    return describe(verified(path).manifest)
 
 
 def evaluation_groups(extras: dict) -> dict:

@@ -3,7 +3,13 @@
     python -m focus_tune.data build --game hero [--profile quick] [--out DIR] [--seed 0]
     python -m focus_tune.data import-atari-head PATH --game hero --out DIR [--profile paper]
     python -m focus_tune.data import-utkface PATH --out DIR [--image-size 64]
+    python -m focus_tune.data import-table TABLE --out DIR --event CLASS [...]   # your own data
+    python -m focus_tune.data import-arrays FILE.npz --out DIR --event CLASS [...]
     python -m focus_tune.data info DIR
+
+import-table reads a CSV or Parquet table, one row per item: an image file path and its
+class-name sequence (docs/DATA.md, "Your own data"); import-arrays an .npz of images,
+sequences (-1 unobserved) and class names.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from pathlib import Path
 
 from ..cli import OneLineParser, error_exit, non_negative_int, positive_int
 from . import ATARI_GAMES, GAMES, PROFILES, DataError, build_dataset, dataset_dir, load_dataset
-from .store import SPLITS, Dataset, Manifest
+from .summary import describe, verified
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -47,52 +53,55 @@ def get_parser() -> argparse.ArgumentParser:
     utk.add_argument("--length", type=positive_int, default=None, help="padded length L in years (default: 100)")
     utk.add_argument("--seed", type=non_negative_int, default=0)
 
+    table = commands.add_parser("import-table", help="import your own data: a CSV or Parquet table of image "
+                                "paths and class-name sequences")
+    table.add_argument("path", type=Path, metavar="TABLE", help="CSV or Parquet, one row per item")
+    _own_data_flags(table)
+    table.add_argument("--length", type=positive_int, help="padded length L (default: the longest sequence)")
+    table.add_argument("--truncate", action="store_true", help="cut sequences longer than --length (else refused)")
+    table.add_argument("--classes", nargs="+", metavar="CLASS",
+                       help="the class names in id order (default: those seen, sorted)")
+    table.add_argument("--image-size", type=positive_int, nargs=2, metavar=("H", "W"),
+                       help="resize every image (required when their sizes differ)")
+    table.add_argument("--channels", type=int, choices=(1, 3),
+                       help="1 (grayscale) or 3 (RGB); default: 1 if every image is grayscale, else 3")
+    table.add_argument("--images", type=Path, metavar="ROOT",
+                       help="folder that relative image paths start from (default: the table's folder)")
+    table.add_argument("--image-column", default="image", metavar="COL", help="(default: image)")
+    table.add_argument("--sequence-column", default="sequence", metavar="COL", help="(default: sequence)")
+    split = table.add_mutually_exclusive_group()
+    split.add_argument("--split-column", metavar="COL", help="column of train / val / test per row")
+    split.add_argument("--group-column", metavar="COL",
+                       help="split 70/20/10 by this column's values: a group never spans two splits")
+
+    arrays = commands.add_parser("import-arrays", help="import your own data: an .npz of images, sequences "
+                                 "and class names")
+    arrays.add_argument("path", type=Path, metavar="FILE.npz",
+                        help="images uint8 [N, C, H, W] or [N, H, W, C], sequences int [N, L] (-1 unobserved), "
+                             "classes; optional split or groups [N]")
+    _own_data_flags(arrays)
+    arrays.add_argument("--classes", nargs="+", metavar="CLASS", help="the class names, if the file has none")
+
     info = commands.add_parser("info", help="verify a dataset folder (files and contents) and summarise it")
     info.add_argument("path", type=Path)
     return parser
 
 
-def describe(manifest: Manifest) -> str:
-    """A human-readable summary: manifest, sizes, class frequencies, mean length."""
-    m = manifest
-    lines = [
-        f"name           {m.name}",
-        f"source         {m.source}",
-        f"generator      {m.generator} v{m.generator_version}, seed {m.seed}, profile {m.profile}",
-        f"image shape    {list(m.image_shape)} (C, H, W)",
-        f"classes        {m.num_classes}: {', '.join(m.class_names)}",
-        f"length L       {m.length}, sampling freq {m.sampling_freq}",
-        f"event class    {m.event_class} ({m.class_names[m.event_class]}), "
-        f"condition class {m.condition_class} ({m.class_names[m.condition_class]})",
-        f"exact truth    {'exact_marginals stored' if m.has_exact_marginals else 'none'}",
-    ]
-    for split in SPLITS:
-        stats = m.stats[split]
-        mean = stats["mean_time_to_event"]
-        unit = "years" if m.game == "facemed" else f"entries = {mean * m.sampling_freq / 60:.3f} s"
-        counts = stats["class_counts"]
-        total = sum(counts)
-        top = sorted(range(m.num_classes), key=lambda c: -counts[c])[:6]
-        freqs = ", ".join(f"{m.class_names[c]} {counts[c] / total:.1%}" for c in top)
-        lines.append(f"{split:<6} {m.splits[split]:>7} items, mean time-to-event {mean:.2f} {unit}")
-        lines.append(f"       entry frequencies: {freqs}")
-    for key, value in m.details.items():
-        if key in ("counts", "exact_mean_length", "mean_length_target", "skipped_malformed_names",
-                   "skipped_unreadable", "images_found", "behaviour_policy"):
-            lines.append(f"{key:<14} {value}")
-    return "\n".join(lines)
-
-
-def verified(path) -> "Dataset":
-    """load_dataset, then decode every split so that its contents are checked too (class ids,
-    time to event, exact marginals are probabilities)."""
-    dataset = load_dataset(path)
-    for split in SPLITS:
-        dataset.split(split)
-    return dataset
+def _own_data_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="the dataset folder to write")
+    parser.add_argument("--event", required=True, metavar="CLASS",
+                        help="the class whose first occurrence is the time to event")
+    parser.add_argument("--absorbing", nargs="+", metavar="CLASS",
+                        help="classes after which nothing changes (default: the event)")
+    parser.add_argument("--condition", metavar="CLASS",
+                        help="first-entry class of the conditional metrics (default: the most frequent "
+                             "first entry of train other than the event)")
+    parser.add_argument("--name", help="the dataset's (and a search's) name (default: the --out folder's name)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the 70/20/10 split")
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = get_parser().parse_args(argv)
     start = time.perf_counter()
     try:
@@ -110,6 +119,22 @@ def main(argv: list[str] | None = None) -> int:
 
             path = import_utkface(args.path, args.out, image_size=args.image_size, length=args.length,
                                   seed=args.seed)
+        elif args.command == "import-table":
+            from .importing import command_line, import_table
+
+            path = import_table(args.path, args.out, event=args.event, absorbing=args.absorbing,
+                                length=args.length, name=args.name, classes=args.classes,
+                                condition=args.condition, image_size=args.image_size, channels=args.channels,
+                                images_root=args.images, image_column=args.image_column,
+                                sequence_column=args.sequence_column, split_column=args.split_column,
+                                group_column=args.group_column, seed=args.seed, truncate=args.truncate,
+                                command=command_line(argv))
+        elif args.command == "import-arrays":
+            from .importing import command_line, import_arrays
+
+            path = import_arrays(args.path, args.out, event=args.event, absorbing=args.absorbing, name=args.name,
+                                 classes=args.classes, condition=args.condition, seed=args.seed,
+                                 command=command_line(argv))
         else:
             print(describe(verified(args.path).manifest))
             return 0

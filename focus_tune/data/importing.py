@@ -1,0 +1,698 @@
+"""A user's own image -> event-sequence data into the store format (docs/DATA.md, "Your own data").
+
+    write_dataset(out, images=..., sequences=..., classes=[...], event="END")   # arrays
+    python -m focus_tune.data import-table items.csv --out data/mine --event END
+    python -m focus_tune.data import-arrays items.npz --out data/mine --event END
+
+A sequence holds the observed entries, -1 for the unobserved ones (only at the end: a
+right-censored suffix). After its first absorbing class (by default the event) nothing
+changes: the rest is padded with that class and counts as observed. A sequence that ends
+before L without an absorbing class is censored at its last entry (`observed_length`).
+
+Every check runs before anything is written; a failure raises DataError naming the file,
+the row and the entry, and leaves nothing at the destination.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..atomic import short
+from .profiles import GAMES
+from .store import SPLITS, DataError, DatasetWriter, _check_replaceable, censored_items, sha256_file
+
+SPLIT_FRACTIONS = (0.7, 0.2, 0.1)
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+RESERVED_COLUMNS = ("image", "sequence", "time_to_event", "exact_marginals", "observed_length")
+UNOBSERVED = -1
+_SPLIT_TAG = 0x05E1F  # the split's random stream: [seed, tag]
+_GRAY_MODES = {"1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
+_WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # more than 8 bits per pixel
+
+ClassRef = str | int
+
+
+def write_dataset(
+    out: str | os.PathLike,
+    *,
+    images: np.ndarray,
+    sequences: np.ndarray,
+    classes: Sequence[str],
+    event: ClassRef,
+    absorbing: Sequence[ClassRef] | None = None,
+    splits: Sequence[str] | np.ndarray | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
+    seed: int = 0,
+    name: str | None = None,
+    condition: ClassRef | None = None,
+    extras: dict[str, np.ndarray] | None = None,
+    exact_marginals: np.ndarray | None = None,
+    source: str = "arrays given to focus_tune.data.write_dataset",
+    details: dict[str, Any] | None = None,
+    generator: str = "write_dataset",
+    split_rule: str | None = None,
+    where: Callable[[int], str] | None = None,
+) -> Path:
+    """Write a dataset folder at ``out`` from in-memory arrays; returns ``out``.
+
+    images: uint8 [N, C, H, W] or [N, H, W, C] (C = 1 or 3; [N, C, H, W] when both axes could
+    be channels) or [N, H, W] (grayscale). sequences: int [N, L], class ids, -1 for an
+    unobserved entry; a -1 may only be followed by -1. classes: the c class names (ids 0..c-1).
+    event: the class (name or id) whose first occurrence is the time to event. absorbing: the
+    classes after which nothing changes (default: [event]); a sequence is padded with its
+    first absorbing class up to L, and one that ends before L without any is censored at its
+    last entry. splits: 'train' / 'val' / 'test' per item, or None for a seeded 70/20/10 split
+    of the items, or of ``groups`` (per-item keys: one group never spans two splits).
+    condition: the conditional metrics' first-entry class (default: the most frequent first
+    entry of train other than the event). extras: per-item 1-D numeric columns.
+    exact_marginals: float [N, L, c], P(Y_i = a | x), when the true process is known. name: the
+    dataset's (and a search's scenario) name, default the folder's name: [A-Za-z0-9][A-Za-z0-9_.-]*,
+    not a built-in game's. source, details: what the manifest records of the data's origin;
+    the counts (censored items and entries, padded items, split rule and seed) are added to
+    ``details``; ``generator`` and ``split_rule`` name the importer and the split there.
+    ``where(i)`` names item i in error messages (default ``sequences[i]``).
+
+    Raises DataError (one line) on bad input; nothing is left at ``out`` then.
+    """
+    where = where or (lambda i: f"sequences[{i}]")
+    out = Path(out)
+    name = _default_name(out, name, "name")
+    _check_replaceable(out)
+    classes = _check_classes(classes, "classes")
+    k = len(classes)
+    event_id = class_id(event, classes, "event")
+    absorbing_ids = [event_id] if absorbing is None else [class_id(a, classes, "absorbing") for a in absorbing]
+    if not absorbing_ids:
+        raise DataError("absorbing: give at least one class (the event by default)")
+    absorbing_ids = sorted(set(absorbing_ids))
+    condition_id = None if condition is None else class_id(condition, classes, "condition")
+
+    images = as_chw(images, "images")
+    n = len(images)
+    filled, observed_length = complete_sequences(sequences, classes, absorbing_ids, where)
+    if len(filled) != n:
+        raise DataError(f"images hold {n} items, sequences {len(filled)}")
+    extras = _check_extras(extras or {}, n)
+    if exact_marginals is not None:
+        exact_marginals = _check_marginals(exact_marginals, filled.shape, k, where)
+    assignment, split_info = assign_splits(n, splits=splits, groups=groups, seed=seed, where=where, rule=split_rule)
+
+    L = filled.shape[1]
+    cut_short = observed_length < L
+    censored = bool(cut_short.any())
+    absorbed = np.isin(filled[:, -1], absorbing_ids) & ~cut_short
+    unknown = censored_items(filled, event_id, observed_length)
+    recorded = dict(details or {})
+    recorded.update({
+        "items": n,
+        "censored_items": int(unknown.sum()),
+        "cut_short_items": int(cut_short.sum()),
+        "unobserved_entries": int((L - observed_length).sum()),
+        "padded_items": int((absorbed & (_observed_prefix(sequences) < L)).sum()),
+        "split": split_info,
+    })
+    writer = DatasetWriter(out, class_names=classes, length=L, image_shape=images.shape[1:], event_class=event_id,
+                           has_exact_marginals=exact_marginals is not None, censored=censored)
+    with writer:
+        for split in SPLITS:
+            idx = np.flatnonzero(assignment == split)
+            for start in range(0, len(idx), 1024):
+                part = idx[start:start + 1024]
+                writer.add(split, images[part], filled[part],
+                           exact_marginals=None if exact_marginals is None else exact_marginals[part],
+                           extras={key: v[part] for key, v in extras.items()},
+                           observed_length=observed_length[part] if censored else None)
+        return writer.commit(name=name, source=source, generator=generator, condition_class=condition_id,
+                             absorbing=absorbing_ids, details=recorded)
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def check_name(name: str, what: str = "--name") -> str:
+    """A dataset name a search can use as its scenario: safe in paths, not a built-in game's.
+    ``what`` says where the name came from, for the message."""
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
+        raise DataError(f"{what} {short(name, 60)} is not a dataset name: letters, digits, '_', '.' and '-', "
+                        "starting with a letter or digit (give one with --name)")
+    if name.lower() in GAMES:
+        raise DataError(f"{what} {name!r} is a built-in scenario's name ({', '.join(GAMES)}); "
+                        "give your own data another name (--name)")
+    return name
+
+
+def _default_name(out: Path, name: str | None, flag: str) -> str:
+    if name is not None:
+        return check_name(name, flag)
+    return check_name(out.resolve().name, "the output folder's name")
+
+
+def _check_classes(classes: Sequence[str], flag: str) -> list[str]:
+    names = [str(c) for c in classes] if not isinstance(classes, str) else None
+    if not names or not 1 <= len(names) <= 127:
+        raise DataError(f"{flag}: give 1 to 127 class names, got {short(classes, 80)}")
+    for c in names:
+        if not c or any(ch.isspace() for ch in c):
+            raise DataError(f"{flag}: class name {c!r} is empty or holds whitespace")
+    dup = sorted({c for c in names if names.count(c) > 1})
+    if dup:
+        raise DataError(f"{flag}: class name(s) {', '.join(dup)} given twice")
+    return names
+
+
+def class_id(ref: ClassRef, classes: list[str], flag: str) -> int:
+    """A class given by name (or, when it names none, by id) -> its id; DataError if none."""
+    if isinstance(ref, str) and ref in classes:
+        return classes.index(ref)
+    if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool) and 0 <= ref < len(classes):
+        return int(ref)
+    listed = ", ".join(classes[:20]) + (", ..." if len(classes) > 20 else "")
+    raise DataError(f"{flag} {short(ref, 60)}: not a class (classes: {listed})")
+
+
+def as_chw(images: np.ndarray, what: str) -> np.ndarray:
+    """uint8 [N, C, H, W] from [N, C, H, W], [N, H, W, C] or [N, H, W] (C = 1 or 3)."""
+    images = np.asarray(images)
+    if images.dtype != np.uint8:
+        raise DataError(f"{what}: dtype {images.dtype}, expected uint8 pixels (0-255)")
+    if images.ndim == 3:
+        images = images[:, None]
+    if images.ndim != 4 or images.shape[0] == 0:
+        raise DataError(f"{what}: shape {list(images.shape)}, expected [N, C, H, W] or [N, H, W, C] with C = 1 or 3")
+    if images.shape[1] not in (1, 3):
+        if images.shape[3] not in (1, 3):
+            raise DataError(f"{what}: shape {list(images.shape)} has no channel axis of 1 or 3 "
+                            "(expected [N, C, H, W] or [N, H, W, C])")
+        images = images.transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(images)
+
+
+def _observed_prefix(sequences: np.ndarray) -> np.ndarray:
+    return (np.asarray(sequences) != UNOBSERVED).sum(axis=1)
+
+
+def complete_sequences(sequences: np.ndarray, classes: list[str], absorbing: list[int],
+                       where: Callable[[int], str]) -> tuple[np.ndarray, np.ndarray]:
+    """Validate sequences with -1 for unobserved entries; fill them in.
+
+    Returns (sequences int64 [N, L] without -1, observed_length int64 [N]): after the first
+    absorbing entry the sequence is padded with that class (observed, up to L); a sequence
+    ending before L without one is censored at its last entry, the rest filled with that
+    entry (never read: ``observed_length`` masks it).
+    """
+    seqs = np.asarray(sequences)
+    if seqs.ndim != 2 or seqs.shape[0] == 0 or seqs.shape[1] == 0 or not (
+            np.issubdtype(seqs.dtype, np.integer) and not np.issubdtype(seqs.dtype, np.bool_)):
+        raise DataError(f"sequences: shape {list(seqs.shape)} of {seqs.dtype}, expected integers [N, L] "
+                        "(class ids, -1 unobserved)")
+    seqs = seqs.astype(np.int64)
+    n, L = seqs.shape
+    k = len(classes)
+
+    def first(mask: np.ndarray) -> tuple[int, int]:
+        row, entry = np.argwhere(mask)[0]
+        return int(row), int(entry)
+
+    bad = (seqs < UNOBSERVED) | (seqs >= k)
+    if bad.any():
+        r, i = first(bad)
+        raise DataError(f"{where(r)}: entry {i + 1} is {seqs[r, i]}, not a class id in [0, {k}) or -1 (unobserved)")
+    unobserved = seqs == UNOBSERVED
+    gap = np.logical_or.accumulate(unobserved, axis=1) & ~unobserved
+    if gap.any():
+        r, i = first(gap)
+        raise DataError(f"{where(r)}: entry {i + 1} ({classes[seqs[r, i]]}) follows an unobserved entry (-1); "
+                        "only the end of a sequence may be unobserved (a right-censored suffix)")
+    observed = (~unobserved).sum(axis=1)
+    if (observed == 0).any():
+        raise DataError(f"{where(int(np.argmin(observed)))}: empty sequence (no observed entry)")
+    rows = np.arange(n)
+    hits = np.isin(seqs, absorbing)
+    has_absorbing = hits.any(axis=1)
+    at = hits.argmax(axis=1)
+    absorbed_class = seqs[rows, at]
+    after = has_absorbing[:, None] & (np.arange(L)[None, :] > at[:, None]) & ~unobserved
+    wrong = after & (seqs != absorbed_class[:, None])
+    if wrong.any():
+        r, i = first(wrong)
+        raise DataError(f"{where(r)}: entry {i + 1} ({classes[seqs[r, i]]}) follows the absorbing class "
+                        f"{classes[absorbed_class[r]]} (entry {at[r] + 1}); after an absorbing class nothing changes")
+    last = seqs[rows, observed - 1]
+    fill = np.where(has_absorbing, absorbed_class, last)
+    filled = np.where(unobserved, fill[:, None], seqs)
+    observed_length = np.where(has_absorbing, L, observed).astype(np.int64)
+    return filled, observed_length
+
+
+def _check_extras(extras: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    out = {}
+    for key, values in extras.items():
+        if not isinstance(key, str) or not key or key in RESERVED_COLUMNS:
+            raise DataError(f"extras: column name {short(key, 60)} is empty or one of the store's "
+                            f"({', '.join(RESERVED_COLUMNS)})")
+        values = np.asarray(values)
+        if values.shape != (n,) or values.dtype.kind not in "biuf":
+            raise DataError(f"extras[{key!r}]: shape {list(values.shape)} of {values.dtype}, "
+                            f"expected {n} numbers (one per item)")
+        out[key] = values.astype(np.int8) if values.dtype.kind == "b" else values
+    return out
+
+
+def _check_marginals(marginals: np.ndarray, shape: tuple[int, int], k: int,
+                     where: Callable[[int], str]) -> np.ndarray:
+    """Exact marginals [N, L, c]: finite probabilities summing to 1 over the classes."""
+    marginals = np.asarray(marginals, dtype=np.float32)
+    if marginals.shape != (*shape, k):
+        raise DataError(f"exact_marginals: shape {list(marginals.shape)}, expected {[*shape, k]} [N, L, c]")
+    bad = ~np.isfinite(marginals).all(axis=2) | (marginals.min(axis=2) < 0) | (marginals.max(axis=2) > 1 + 1e-3)
+    bad |= np.abs(marginals.sum(axis=2) - 1.0) > 1e-3
+    if bad.any():
+        r, i = np.argwhere(bad)[0]
+        raise DataError(f"{where(int(r))}: exact_marginals at entry {i + 1} are not probabilities summing to 1 "
+                        f"({short(marginals[r, i].tolist(), 80)})")
+    return marginals
+
+
+def assign_splits(n: int, *, splits=None, groups=None, seed: int = 0,
+                  where: Callable[[int], str] = lambda i: f"item {i}", rule: str | None = None
+                  ) -> tuple[np.ndarray, dict[str, Any]]:
+    """The split of each item (array of 'train' / 'val' / 'test') and what the manifest records.
+
+    Given ``splits``, checked; else a seeded shuffle of the items (or of the distinct
+    ``groups``, sorted first): round(0.7 n) to train (leaving one each for val and test),
+    round(0.2 n) (at least one) to val, the rest to test. An empty split is an error.
+    """
+    if splits is not None and groups is not None:
+        raise DataError("give the splits or the groups to split by, not both")
+    if splits is not None:
+        assignment = np.asarray(splits).astype(str)
+        if assignment.shape != (n,):
+            raise DataError(f"splits: {assignment.shape[0] if assignment.ndim else 0} values for {n} items")
+        bad = ~np.isin(assignment, SPLITS)
+        if bad.any():
+            r = int(np.argmax(bad))
+            raise DataError(f"{where(r)}: split {short(assignment[r], 40)} is not one of {', '.join(SPLITS)}")
+        info: dict[str, Any] = {"rule": rule or "given per item"}
+    else:
+        if groups is None:
+            units, inverse = np.arange(n), np.arange(n)
+            info = {"rule": rule or "seeded random 70/20/10 of the items", "seed": int(seed)}
+        else:
+            keys = np.asarray(groups)
+            if keys.shape != (n,):
+                raise DataError(f"groups: {keys.shape[0] if keys.ndim else 0} values for {n} items")
+            if keys.dtype.kind == "O":
+                keys = keys.astype(str)
+            units, inverse = np.unique(keys, return_inverse=True)
+            info = {"rule": rule or "seeded random 70/20/10 of the groups", "seed": int(seed)}
+        m = len(units)
+        if m < 3:
+            what = "groups" if groups is not None else "items"
+            raise DataError(f"{m} {what}: a 70/20/10 split needs at least 3, one for each of train, val, test "
+                            "(an empty split)")
+        order = np.random.default_rng([seed, _SPLIT_TAG]).permutation(m)
+        n_train = min(round(SPLIT_FRACTIONS[0] * m), m - 2)
+        n_val = min(max(1, round(SPLIT_FRACTIONS[1] * m)), m - n_train - 1)
+        unit_split = np.empty(m, dtype=object)
+        unit_split[order[:n_train]] = "train"
+        unit_split[order[n_train:n_train + n_val]] = "val"
+        unit_split[order[n_train + n_val:]] = "test"
+        assignment = unit_split[inverse].astype(str)
+        if groups is not None:
+            info["groups"] = {s: int((unit_split == s).sum()) for s in SPLITS}
+    counts = {s: int((assignment == s).sum()) for s in SPLITS}
+    empty = [s for s in SPLITS if counts[s] == 0]
+    if empty:
+        raise DataError(f"split(s) {', '.join(empty)} would be empty ({counts['train']} train, {counts['val']} val, "
+                        f"{counts['test']} test items); every split needs at least one item")
+    info["items"] = counts
+    return assignment, info
+
+
+def command_line(argv: Sequence[str]) -> str:
+    return "python -m focus_tune.data " + shlex.join(list(argv))
+
+
+def _file_info(path: Path, kind: str) -> dict[str, Any]:
+    return {"path": str(path.resolve()), "sha256": sha256_file(path), "format": kind}
+
+
+# ----------------------------------------------------------------------------- a table
+
+
+def read_table(path: Path, text_columns: Sequence[str]):
+    """A CSV or Parquet file as a pyarrow Table (Parquet by suffix or magic bytes, else CSV);
+    in a CSV the ``text_columns`` stay strings."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise DataError(f"{path}: no such table file")
+    try:
+        with open(path, "rb") as handle:
+            parquet = handle.read(4) == b"PAR1" or path.suffix.lower() in (".parquet", ".pq")
+        if parquet:
+            return pq.read_table(path), "parquet"
+        types = {c: pa.string() for c in text_columns if c}
+        return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types)), "csv"
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise DataError(f"{path}: unreadable table ({short(' '.join(str(err).split()), 160)})") from err
+
+
+def _column(table, path: Path, column: str, flag: str):
+    if column not in table.column_names:
+        listed = ", ".join(table.column_names[:12]) + (", ..." if len(table.column_names) > 12 else "")
+        raise DataError(f"{path}: no column {column!r} ({flag}; the table has: {listed})")
+    return table.column(column)
+
+
+def _sequence_tokens(table, path: Path, column: str) -> list[list[str]]:
+    import pyarrow as pa
+
+    col = _column(table, path, column, "--sequence-column")
+    typ = col.type
+    rows = col.to_pylist()
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return [[] if v is None else v.split() for v in rows]
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        value = typ.value_type
+        if not (pa.types.is_string(value) or pa.types.is_large_string(value) or pa.types.is_integer(value)):
+            raise DataError(f"{path}: column {column!r} is a list of {value}; expected class names (strings)")
+        out = []
+        for r, v in enumerate(rows):
+            if v is not None and any(t is None for t in v):
+                raise DataError(f"{path}: row {r + 1}: column {column!r} holds a null entry")
+            out.append([] if v is None else [str(t) for t in v])
+        return out
+    raise DataError(f"{path}: column {column!r} has type {typ}; expected class names separated by spaces "
+                    "(CSV) or a list of class names (Parquet)")
+
+
+def _sorted_names(names: set[str]) -> list[str]:
+    if all(re.fullmatch(r"-?\d+", n) for n in names):
+        return sorted(names, key=int)
+    return sorted(names)
+
+
+def import_table(
+    table: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    event: str,
+    absorbing: Sequence[str] | None = None,
+    length: int | None = None,
+    name: str | None = None,
+    classes: Sequence[str] | None = None,
+    condition: str | None = None,
+    image_size: tuple[int, int] | None = None,
+    channels: int | None = None,
+    images_root: str | os.PathLike | None = None,
+    image_column: str = "image",
+    sequence_column: str = "sequence",
+    split_column: str | None = None,
+    group_column: str | None = None,
+    seed: int = 0,
+    truncate: bool = False,
+    command: str | None = None,
+) -> Path:
+    """Import a CSV or Parquet table, one row per item (the `import-table` command; docs/DATA.md).
+
+    The image column holds a PNG or JPEG path (relative to the table's folder or to
+    ``images_root``, or absolute), the sequence column class names (separated by spaces in
+    a CSV, a list in Parquet); other numeric columns become per-item extras. Rows in error
+    messages count from 1, the CSV header not counted.
+    """
+    path = Path(table)
+    out = Path(out)
+    name = _default_name(out, name, "--name")
+    _check_replaceable(out)
+    if split_column and group_column:
+        raise DataError("give --split-column or --group-column, not both")
+    if channels not in (None, 1, 3):
+        raise DataError(f"--channels {channels}: expected 1 or 3")
+    data, kind = read_table(path, (image_column, sequence_column, split_column, group_column))
+    n = data.num_rows
+    if n == 0:
+        raise DataError(f"{path}: the table has no rows")
+    paths = _image_paths(data, path, image_column, Path(images_root) if images_root else path.parent)
+    tokens = _sequence_tokens(data, path, sequence_column)
+
+    if classes is None:
+        seen = {t for row in tokens for t in row}
+        if not seen:
+            raise DataError(f"{path}: row 1: empty sequence (no entry in column {sequence_column!r})")
+        names = _sorted_names(seen)
+        for flag, refs in (("--event", [event]), ("--absorbing", absorbing or []), ("--condition", [condition])):
+            for ref in refs:
+                if ref is not None and ref not in seen:
+                    raise DataError(f"{flag} {ref}: no sequence of {path} holds it (classes seen: "
+                                    f"{', '.join(names[:20])}); name classes that never occur with --classes")
+    else:
+        names = _check_classes(classes, "--classes")
+    index = {c: i for i, c in enumerate(names)}
+    for flag, refs in (("--event", [event]), ("--absorbing", absorbing or []), ("--condition", [condition])):
+        for ref in refs:
+            if ref is not None and ref not in index:
+                raise DataError(f"{flag} {ref}: not one of --classes ({', '.join(names[:20])})")
+
+    longest = max(len(t) for t in tokens)
+    L = length or longest
+    truncated = 0
+    sequences = np.full((n, max(L, 1)), UNOBSERVED, dtype=np.int64)
+    for r, row in enumerate(tokens):
+        if len(row) > L:
+            if not truncate:
+                raise DataError(f"{path}: row {r + 1}: {len(row)} entries, longer than --length {L} "
+                                "(cut sequences at L with --truncate)")
+            row = row[:L]
+            truncated += 1
+        for i, t in enumerate(row):
+            c = index.get(t)
+            if c is None:
+                raise DataError(f"{path}: row {r + 1}: class {short(t, 40)} (entry {i + 1}) is not one of "
+                                f"--classes ({', '.join(names[:20])})")
+            sequences[r, i] = c
+
+    splits = groups = None
+    if split_column:
+        splits = np.array([str(v).strip() if v is not None else "" for v in
+                           _column(data, path, split_column, "--split-column").to_pylist()])
+    if group_column:
+        values = _column(data, path, group_column, "--group-column").to_pylist()
+        if None in values:
+            raise DataError(f"{path}: row {values.index(None) + 1}: no group in column {group_column!r}")
+        groups = np.array([str(v) for v in values])
+    used = {image_column, sequence_column, split_column}
+    extras, ignored = _numeric_columns(data, used)
+
+    where = lambda r: f"{path}: row {r + 1}"  # noqa: E731
+    # Everything cheap is checked before a single image is decoded.
+    complete_sequences(sequences, names, [index[a] for a in (absorbing or [event])], where)
+    rule = (f"given (column {split_column!r})" if split_column else
+            f"seeded random 70/20/10 of the groups (column {group_column!r})" if group_column else None)
+    try:
+        assign_splits(n, splits=splits, groups=groups, seed=seed, where=where, rule=rule)
+    except DataError as err:
+        raise DataError(f"{path}: {err}") from None
+    images, image_info = read_images(paths, path, image_size=image_size, channels=channels)
+
+    details = {
+        "command": command,
+        "table": {**_file_info(path, kind), "rows": n},
+        "images_root": str((Path(images_root) if images_root else path.parent).resolve()),
+        "columns": {"image": image_column, "sequence": sequence_column,
+                    **({"split": split_column} if split_column else {}),
+                    **({"group": group_column} if group_column else {})},
+        "extras": sorted(extras),
+        "ignored_columns": ignored,
+        "truncated_items": truncated,
+        **image_info,
+    }
+    try:
+        return write_dataset(out, images=images, sequences=sequences, classes=names, event=event,
+                             absorbing=absorbing, splits=splits, groups=groups, seed=seed, name=name,
+                             condition=condition, extras=extras, source=f"table {path.resolve()}",
+                             details=details, generator="import-table", split_rule=rule, where=where)
+    except DataError as err:
+        message = str(err)
+        raise DataError(message if message.startswith(str(path)) else f"{path}: {message}") from None
+
+
+def _image_paths(data, table: Path, column: str, root: Path) -> list[Path]:
+    import pyarrow as pa
+
+    col = _column(data, table, column, "--image-column")
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        raise DataError(f"{table}: column {column!r} has type {col.type}; expected image file paths")
+    out = []
+    for r, v in enumerate(col.to_pylist()):
+        if v is None or not v.strip():
+            raise DataError(f"{table}: row {r + 1}: no image path in column {column!r}")
+        p = Path(v.strip()).expanduser()
+        out.append(p if p.is_absolute() else root / p)
+    return out
+
+
+def _numeric_columns(data, used: set) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The table's other numeric columns as extras, and the names of the columns left out."""
+    import pyarrow as pa
+
+    extras, ignored = {}, []
+    for column in data.column_names:
+        if column in used:
+            continue
+        typ = data.column(column).type
+        numeric = pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ)
+        if not numeric or column in RESERVED_COLUMNS:
+            ignored.append(column)
+            continue
+        col = data.column(column)
+        if pa.types.is_boolean(typ):
+            values = np.array([np.nan if v is None else float(v) for v in col.to_pylist()]) if col.null_count \
+                else col.to_numpy(zero_copy_only=False).astype(np.int8)
+        elif col.null_count:
+            values = col.cast(pa.float64()).to_numpy(zero_copy_only=False)  # nulls -> NaN
+        else:
+            values = col.to_numpy(zero_copy_only=False)
+        extras[column] = values
+    return extras, ignored
+
+
+def read_images(paths: list[Path], table: Path, *, image_size: tuple[int, int] | None = None,
+                channels: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Decode every image to uint8 [N, C, H, W]; DataError naming the row and path.
+
+    A first pass reads only the headers (sizes and modes): mixed sizes need ``image_size``
+    (H, W), then every image is resized (antialiased bilinear); channels default to 1 when
+    every image is grayscale, else 3.
+    """
+    from PIL import Image
+
+    from .images import MAX_PIXELS
+
+    sizes, modes = [], []
+    for r, p in enumerate(paths):
+        try:
+            with Image.open(p) as image:
+                if image.format not in ("PNG", "JPEG", "MPO"):
+                    raise DataError(f"{table}: row {r + 1}: image {p} is {image.format}, not PNG or JPEG")
+                sizes.append((image.height, image.width))
+                modes.append(image.mode)
+        except FileNotFoundError:
+            raise DataError(f"{table}: row {r + 1}: image {p} not found") from None
+        except DataError:
+            raise
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+            raise DataError(f"{table}: row {r + 1}: image {p} unreadable ({short(str(err), 100)})") from None
+        if sizes[-1][0] * sizes[-1][1] > MAX_PIXELS:
+            raise DataError(f"{table}: row {r + 1}: image {p} is {sizes[-1][1]}x{sizes[-1][0]} pixels, "
+                            f"more than {MAX_PIXELS}")
+    distinct = sorted(set(sizes))
+    if image_size is None:
+        if len(distinct) > 1:
+            a, b = sizes[0], next(s for s in sizes if s != sizes[0])
+            rb = sizes.index(b)
+            raise DataError(f"{table}: images differ in size (row 1: {a[0]}x{a[1]}, row {rb + 1}: {b[0]}x{b[1]}, "
+                            f"H x W; {len(distinct)} sizes); give --image-size H W to resize them")
+        height, width = distinct[0]
+    else:
+        height, width = image_size
+    gray = all(m in _GRAY_MODES for m in modes)
+    c = channels or (1 if gray else 3)
+    out = np.empty((len(paths), c, height, width), np.uint8)
+    resized = 0
+    for r, p in enumerate(paths):
+        try:
+            with Image.open(p) as image:
+                image.load()
+                if image.mode in _WIDE_MODES:  # 16-bit grayscale: its top 8 bits (Pillow would clip)
+                    wide = np.asarray(image).astype(np.float64)
+                    wide = wide if image.mode == "F" else wide / 256.0
+                    image = Image.fromarray(np.clip(wide, 0, 255).astype(np.uint8), "L")
+                image = image.convert("L" if c == 1 else "RGB")
+                if image.size != (width, height):
+                    image = image.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=2.0)
+                    resized += 1
+                pixels = np.asarray(image, dtype=np.uint8)
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+            raise DataError(f"{table}: row {r + 1}: image {p} unreadable ({short(str(err), 100)})") from None
+        out[r] = pixels[None] if c == 1 else pixels.transpose(2, 0, 1)
+    info = {"channels": c, "image_modes": sorted(set(modes)), "image_sizes": len(distinct),
+            "resized_images": resized}
+    return out, info
+
+
+# ----------------------------------------------------------------------------- arrays
+
+
+def import_arrays(
+    file: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    event: str,
+    absorbing: Sequence[str] | None = None,
+    name: str | None = None,
+    classes: Sequence[str] | None = None,
+    condition: str | None = None,
+    seed: int = 0,
+    command: str | None = None,
+) -> Path:
+    """Import an .npz of `images`, `sequences` (-1 unobserved), `classes` and optionally
+    `split` or `groups` and `exact_marginals` (the `import-arrays` command); other [N] numeric
+    arrays become extras."""
+    path = Path(file)
+    out = Path(out)
+    name = _default_name(out, name, "--name")
+    _check_replaceable(out)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    import zipfile
+
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise DataError(f"{path}: unreadable .npz ({short(' '.join(str(err).split()), 160)})") from None
+    for key in ("images", "sequences"):
+        if key not in arrays:
+            raise DataError(f"{path}: no array {key!r} (it holds: {', '.join(sorted(arrays)) or 'nothing'})")
+    if "classes" in arrays:
+        stored = arrays["classes"]
+        if stored.dtype.kind not in "US" or stored.ndim != 1:
+            raise DataError(f"{path}: 'classes' is {stored.dtype} {list(stored.shape)}; expected a 1-D array of "
+                            "class names (np.array(names, dtype=str))")
+        names = [str(c) for c in stored.tolist()]
+        if classes is not None and list(classes) != names:
+            raise DataError(f"{path}: --classes {' '.join(classes)} differ from the file's classes {' '.join(names)}")
+    elif classes is not None:
+        names = list(classes)
+    else:
+        raise DataError(f"{path}: no array 'classes'; store the class names in it or give --classes")
+    n = len(arrays["sequences"]) if arrays["sequences"].ndim else 0
+    standard = {"images", "sequences", "classes", "split", "groups", "exact_marginals"}
+    extras = {k: v for k, v in arrays.items() if k not in standard and k not in RESERVED_COLUMNS
+              and v.shape == (n,) and v.dtype.kind in "biuf"}
+    ignored = sorted(set(arrays) - standard - set(extras))
+    splits = arrays.get("split")
+    if splits is not None and splits.dtype.kind not in "US":
+        raise DataError(f"{path}: 'split' is {splits.dtype}; expected strings 'train', 'val', 'test'")
+    details = {"command": command, "arrays": _file_info(path, "npz"), "extras": sorted(extras),
+               "ignored_arrays": ignored}
+    where = lambda r: f"{path}: sequences[{r}]"  # noqa: E731
+    try:
+        return write_dataset(out, images=arrays["images"], sequences=arrays["sequences"], classes=names,
+                             event=event, absorbing=absorbing, splits=splits, groups=arrays.get("groups"),
+                             seed=seed, name=name, condition=condition, extras=extras,
+                             exact_marginals=arrays.get("exact_marginals"),
+                             source=f"arrays {path.resolve()}", details=details, generator="import-arrays",
+                             where=where)
+    except DataError as err:
+        message = str(err)
+        raise DataError(message if message.startswith(str(path)) else f"{path}: {message}") from None
