@@ -352,7 +352,8 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
     if not file.is_file():
         raise DataError(
             f"{file}: not found; {Path(path)} is not a complete dataset folder "
-            "(build one with `python -m focus_tune.data build`)"
+            "(build one with `python -m focus_tune.data build`, or import your own data with "
+            "`python -m focus_tune.data import-table` or `import-arrays`)"
         )
     try:
         if file.stat().st_size > MAX_MANIFEST_BYTES:
