@@ -18,24 +18,38 @@ class DeviceSplit:
 
     images: uint8 [N, C, H, W]; sequences: long [N, L]; time_to_event: long [N];
     exact_marginals: float [N, L, c] or None (only where the data has ground truth).
+    Right-censored data (``focus_tune.data.store.Split.observed_length``): observed, bool
+    [N, L] on the device, which entries are observed (a prefix of each item; the sequence
+    after it is filler), and censored, numpy bool [N], the items whose time to event is only
+    known to exceed ``time_to_event``. Both None when every entry of every item is observed.
     """
 
     images: torch.Tensor
     sequences: torch.Tensor
     time_to_event: torch.Tensor
     exact_marginals: np.ndarray | None = None
+    observed: torch.Tensor | None = None
+    censored: np.ndarray | None = None
 
     @classmethod
     def from_arrays(cls, split, device="cpu", items: int | None = None) -> "DeviceSplit":
         """From a data split with numpy arrays; moved to ``device`` once. ``items`` keeps the first n."""
         n = len(split.sequences) if items is None else min(items, len(split.sequences))
         exact = None if split.exact_marginals is None else np.asarray(split.exact_marginals[:n])
+        observed = split.observed
         return cls(
             images=torch.as_tensor(np.asarray(split.images[:n])).to(device),
             sequences=torch.as_tensor(np.asarray(split.sequences[:n]), dtype=torch.long).to(device),
             time_to_event=torch.as_tensor(np.asarray(split.time_to_event[:n]), dtype=torch.long),
             exact_marginals=exact,
+            observed=None if observed is None else torch.as_tensor(observed[:n]).to(device),
+            censored=None if observed is None else np.asarray(split.censored[:n]),
         )
 
     def __len__(self) -> int:
         return len(self.sequences)
+
+    @property
+    def observed_numpy(self) -> np.ndarray | None:
+        """``observed`` as a numpy bool [N, L] on the CPU (what the metrics take), or None."""
+        return None if self.observed is None else self.observed.cpu().numpy()
