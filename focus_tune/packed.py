@@ -44,6 +44,7 @@ from torch.func import functional_call, stack_module_state
 
 from .model import Simulator
 from .device_split import DeviceSplit
+from .regularization import regularized_loss
 from .train import LearningRate, set_lr
 
 
@@ -260,16 +261,6 @@ class Member:
     failed: str | None = None
 
 
-def packed_loss(logits: torch.Tensor, targets: torch.Tensor, lambdas: torch.Tensor) -> torch.Tensor:
-    """Eq. 2 per member: logits [K, B, L, c], targets [K, B, L], lambdas [K, L] -> [K]
-    (each member's :func:`~focus_tune.regularization.regularized_loss`)."""
-    K, B, L, c = logits.shape
-    z = logits.float()
-    ce = F.cross_entropy(z.reshape(-1, c), targets.reshape(-1), reduction="none").view(K, B, L)
-    norms = torch.linalg.vector_norm(z, ord=2, dim=-1)
-    return (ce + norms * lambdas.to(z.device, torch.float32).unsqueeze(1)).sum(dim=2).mean(dim=1)
-
-
 class PackTrainer:
     """Epochs of a pack: :func:`~focus_tune.train.train_one_epoch` of every member in one program.
 
@@ -304,6 +295,10 @@ class PackTrainer:
         K = packed.size
         self.images = torch.stack([d.images for d in datasets])  # (D, n, C, H, W)
         self.seqs = torch.stack([d.sequences for d in datasets])
+        # Right-censored data: each dataset's observed entries (all of them for a dataset
+        # without a mask); None when no dataset has one, the fully observed path.
+        self.observed = None if all(d.observed is None for d in datasets) else torch.stack(
+            [torch.ones_like(d.sequences, dtype=torch.bool) if d.observed is None else d.observed for d in datasets])
         self.which = torch.tensor([m.dataset for m in members], device=device).view(K, 1)
         self.lambdas = torch.stack([m.lambdas.float() for m in members]).to(device)  # (K, L)
         # Device-side accumulators of an epoch (static tensors: a captured graph writes them).
@@ -318,11 +313,12 @@ class PackTrainer:
 
     def _step(self, idx: torch.Tensor) -> None:
         x, y = self.images[self.which, idx], self.seqs[self.which, idx]
+        observed = None if self.observed is None else self.observed[self.which, idx]  # (K, B, L)
         device = self.packed.device
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=self.autocast,
                             cache_enabled=not self.cuda_graph):
             logits = self.packed(x, y)
-        loss = packed_loss(logits, y, self.lambdas)  # (K,)
+        loss = regularized_loss(logits, y, self.lambdas, observed)  # (K,): eq. 2 per member
         finite = torch.isfinite(loss)
         first = (self.bad_at < 0) & ~finite & self.alive
         self.bad_at.copy_(torch.where(first, self.seen, self.bad_at))

@@ -146,13 +146,21 @@ def _check_length(length: int) -> int:
 
 
 def regularized_loss(
-    logits: torch.Tensor, targets: torch.Tensor, lambdas: torch.Tensor | LambdaSchedule
+    logits: torch.Tensor, targets: torch.Tensor, lambdas: torch.Tensor | LambdaSchedule,
+    observed: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Paper eq. 2, averaged over the batch.
+    """Paper eq. 2, averaged over the batch: the one place it is written.
 
     logits: [B, L, c] teacher-forced logits z_i; targets: [B, L] class ids;
     lambdas: [L] (tensor or :class:`LambdaSchedule`). Padded entries are trained on, as in
     the paper. Returns a scalar: mean_b sum_i [CE(z_bi, y_bi) + lambda_i ||z_bi||_2].
+
+    With a leading member axis (a pack, ``focus_tune.packed``): logits [K, B, L, c],
+    targets [K, B, L], lambdas [K, L] -> [K], each member's loss as above.
+
+    ``observed``: bool [B, L] (or [K, B, L]) for right-censored data: only observed entries
+    count, both terms (the logits of an unobserved entry are conditioned on filler), still
+    averaged over the B items: mean_b sum_{i observed} [...]. None: every entry counts.
 
     The lambdas' values are not checked here (every batch would pay a device sync for a rule
     checked once, where they enter: :func:`check_lambda`). Only their length is: a schedule
@@ -164,11 +172,20 @@ def regularized_loss(
 
     if isinstance(lambdas, LambdaSchedule):
         lambdas = lambdas.tensor(device=logits.device, dtype=logits.dtype)
-    B, L, c = logits.shape
-    if lambdas.shape != (L,):
-        raise ValueError(f"lambdas must have one value per entry ({L}), got shape {tuple(lambdas.shape)}")
+    if logits.ndim not in (3, 4):
+        raise ValueError(f"logits must be [B, L, c] or [K, B, L, c], got shape {tuple(logits.shape)}")
+    members = logits.ndim == 4
+    *lead, L, c = logits.shape
+    expected = (lead[0], L) if members else (L,)
+    if lambdas.shape != expected:
+        what = f"one value per entry ({L})" + (f" for each of the {lead[0]} members" if members else "")
+        raise ValueError(f"lambdas must have {what}, got shape {tuple(lambdas.shape)}")
     lambdas = lambdas.to(device=logits.device, dtype=torch.float32)
     logits32 = logits.float()  # the loss in fp32 even under autocast
-    ce = F.cross_entropy(logits32.reshape(B * L, c), targets.reshape(B * L), reduction="none").view(B, L)
-    norms = torch.linalg.vector_norm(logits32, ord=2, dim=-1)  # (B, L): ||z_i||_2
-    return (ce + norms * lambdas).sum(dim=1).mean()
+    ce = F.cross_entropy(logits32.reshape(-1, c), targets.reshape(-1), reduction="none").view(*lead, L)
+    norms = torch.linalg.vector_norm(logits32, ord=2, dim=-1)  # (..., B, L): ||z_i||_2
+    per_entry = ce + norms * (lambdas.unsqueeze(1) if members else lambdas)  # (..., B, L)
+    if observed is not None:
+        # where, not a product: an unobserved entry adds exactly 0 and passes no gradient.
+        per_entry = torch.where(observed.to(per_entry.device), per_entry, 0.0)
+    return per_entry.sum(dim=-1).mean(dim=-1) if members else per_entry.sum(dim=1).mean()

@@ -109,6 +109,7 @@ def train_one_epoch(
 
     ``lr``: the learning rate of each step (None: the optimizer's own, unchanged); ``step``:
     the index of this epoch's first step in the training (``(epoch - 1) * batches``).
+    On right-censored data (``data.observed``) only the observed entries enter the loss.
 
     Returns ``{"train/loss", "train/samples_per_s"}``. Raises :class:`NonFiniteLoss` when
     the loss turns NaN or infinite, rather than training on garbage.
@@ -121,9 +122,10 @@ def train_one_epoch(
     for start in range(0, len(data), batch_size):
         idx = order[start : start + batch_size]
         x, y = data.images[idx], data.sequences[idx]
+        observed = None if data.observed is None else data.observed[idx]  # (B, L) on right-censored data
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
             logits = model(x, y)  # (B, L, c)
-        loss = regularized_loss(logits, y, lambdas)
+        loss = regularized_loss(logits, y, lambdas, observed)
         if not torch.isfinite(loss):
             raise NonFiniteLoss(f"training loss became {loss.item()} after {seen} samples")
         optimizer.zero_grad(set_to_none=True)
