@@ -66,6 +66,12 @@ Metrics beyond the paper's, so that a calibration or interval number can be trus
   pairs of a sample with itself): 1/M of the E|X - X'| / 2 term, 1 % at M = 100.
   Censoring at L (``time_to_event``) is mass at t = L on both sides; F(L) = 1, so the
   k = L term is 0.
+
+Right-censored data (an ``observed`` mask [N, L] and ``censored`` items [N]; docs/METRICS.md,
+"Censored items"): the entry-level metrics of entry i are over the items observed at i (a
+loop over entries), and the time-to-event metrics are means weighted by the inverse
+probability of censoring (:func:`ipcw_weights`). Without them (None) every function runs
+the vectorized code above, unchanged.
 """
 
 from __future__ import annotations
@@ -137,13 +143,42 @@ def ece(probs, labels, n_bins: int = 10) -> float:
     return float(_ece_columns(conf[:, None], correct[:, None], n_bins)[0])
 
 
-def sequence_ece(probs, labels, n_bins: int = 10) -> float:
+def sequence_ece(probs, labels, n_bins: int = 10, observed=None) -> float:
     """The sequence-level ECE of :func:`sequence_metrics` alone (the mean over entries of the
-    entry-level :func:`ece`): probs [N, L, c], labels [N, L]."""
+    entry-level :func:`ece`): probs [N, L, c], labels [N, L]; ``observed`` bool [N, L] as
+    in :func:`sequence_metrics`."""
     probs, labels = _check_probs_labels(probs, labels, 3)
     conf = probs.max(axis=2)
     correct = (probs.argmax(axis=2) == labels).astype(np.float64)
+    if observed is not None:
+        return _mean_over_entries(_masked_columns(_ece_columns, conf, correct, _check_observed(observed, labels), n_bins))
     return float(_ece_columns(conf, correct, n_bins).mean())
+
+
+def _check_observed(observed, labels: np.ndarray) -> np.ndarray:
+    """bool [N, L] mask of the observed (item, entry) pairs, the shape of ``labels``."""
+    observed = np.asarray(observed)
+    if observed.dtype != bool or observed.shape != labels.shape:
+        raise ValueError(f"observed must be a bool mask of the labels' shape {labels.shape}, "
+                         f"got {observed.dtype} {observed.shape}")
+    return observed
+
+
+def _masked_columns(columns, conf: np.ndarray, correct: np.ndarray, observed: np.ndarray, n_bins: int) -> np.ndarray:
+    """``columns(conf, correct, n_bins)`` of each entry over its observed items alone: [L],
+    NaN where an entry has none (conf, correct, observed: [N, L])."""
+    out = np.full(conf.shape[1], np.nan)
+    for i in np.flatnonzero(observed.any(axis=0)):
+        rows = observed[:, i]
+        out[i] = columns(conf[rows, i : i + 1], correct[rows, i : i + 1], n_bins)[0]
+    return out
+
+
+def _mean_over_entries(values: np.ndarray) -> float:
+    """The sequence-level value of masked entry-level ones: the mean over the entries that
+    have observed items (the others are NaN); NaN when none has."""
+    kept = values[~np.isnan(values)]
+    return float(kept.mean()) if len(kept) else float("nan")
 
 
 def _ece_debiased_columns(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> np.ndarray:
@@ -242,7 +277,8 @@ def _auc_per_class(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.where((n_pos > 0) & (n_neg > 0), auc, np.nan).reshape(L, c)
 
 
-def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, threads: int = 1) -> dict:
+def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, threads: int = 1,
+                     observed=None) -> dict:
     """Entry-level and sequence-level ECE, debiased ECE, overconfidence, macro AUC, Brier and CE.
 
     probs [N, L, c] (rows sum to 1), labels [N, L]. Returns ``{"ece", "ece_debiased",
@@ -258,8 +294,15 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, th
     numbers (the ECEs and AUC bit for bit; Brier and CE up to ~1e-14, numpy sums a narrower
     block in another order), faster on large splits (the paper's validation split: 16,769
     items x 300 entries).
+
+    ``observed`` (right-censored data): bool [N, L], which labels are observed. Each entry's
+    values are then taken over its observed items alone (its column's metrics, entry by
+    entry); an entry without any is NaN and left out of the sequence means, like an entry
+    without an AUC. None: every label counts (the vectorized path).
     """
     probs, labels = _check_probs_labels(probs, labels, 3)
+    if observed is not None:
+        return _masked_sequence_metrics(probs, labels, _check_observed(observed, labels), n_bins, ce_eps, threads)
     L = probs.shape[1]
     blocks = np.array_split(np.arange(L), max(1, min(threads, L)))
     if len(blocks) > 1:
@@ -271,6 +314,35 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, th
     out = {k: float(v.mean()) for k, v in per_entry.items() if k not in ("auc", "ece_debiased")}
     # The unbiased quantity is the squared one: average it over entries, then take the root
     # (the mean of per-entry roots would not be centred on 0 for a calibrated predictor).
+    out["ece_debiased"] = float(signed_root(out["ece_debiased_sq"]))
+    auc_i = per_entry["auc"]
+    out["auc"] = float(np.nanmean(auc_i)) if np.isfinite(auc_i).any() else float("nan")
+    out["per_entry"] = per_entry
+    return out
+
+
+def _masked_sequence_metrics(probs: np.ndarray, labels: np.ndarray, observed: np.ndarray, n_bins: int,
+                             ce_eps: float, threads: int) -> dict:
+    """:func:`sequence_metrics` with a mask: every entry over its observed items (a loop over
+    entries, in ``threads``), the sequence values over the entries that have any."""
+    L = probs.shape[1]
+    entries = np.flatnonzero(observed.any(axis=0))
+
+    def column(i: int) -> dict[str, np.ndarray]:
+        rows = observed[:, i]
+        return _entry_metrics(probs[rows, i : i + 1], labels[rows, i : i + 1], n_bins, ce_eps)
+
+    if threads > 1 and len(entries) > 1:
+        with ThreadPoolExecutor(min(threads, len(entries))) as pool:
+            parts = list(pool.map(column, entries))
+    else:
+        parts = [column(i) for i in entries]
+    keys = ("ece", "ece_debiased", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")
+    per_entry = {k: np.full(L, np.nan) for k in keys}
+    for i, part in zip(entries, parts):
+        for k in keys:
+            per_entry[k][i] = part[k][0]
+    out = {k: _mean_over_entries(per_entry[k][entries]) for k in keys if k not in ("auc", "ece_debiased")}
     out["ece_debiased"] = float(signed_root(out["ece_debiased_sq"]))
     auc_i = per_entry["auc"]
     out["auc"] = float(np.nanmean(auc_i)) if np.isfinite(auc_i).any() else float("nan")
@@ -301,7 +373,8 @@ def _entry_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int, ce_eps: f
             "overconfidence": overconfidence_i, "auc": auc_i, "brier": brier_i, "ce": ce_i}
 
 
-def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps: float = CE_EPS) -> np.ndarray:
+def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps: float = CE_EPS,
+                   observed=None) -> np.ndarray:
     """Each item's first-order share of a sequence-level score: [N], for the standard error
     of a difference between two predictors scored on the same items (:func:`difference_se`).
 
@@ -316,10 +389,17 @@ def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps:
     Resampling the items moves the score by about the sum of their shares (the delta
     method); it ignores the bins' own movement and the kink of |S_b| at 0, which is why
     tests check it against the paired bootstrap.
+
+    ``observed`` bool [N, L]: the shares of the masked score of :func:`sequence_metrics`
+    (entry i over its n_i observed items, the mean over the L' entries that have any): the
+    same formulas with n_i for N, the bins of the observed items and L' for L; an item gets
+    nothing from its unobserved entries, and the shares still sum to the score.
     """
     if metric not in SELECT_KEYS:
         raise ValueError(f"metric must be one of {', '.join(SELECT_KEYS)}, got {metric!r}")
     probs, labels = _check_probs_labels(probs, labels, 3)
+    if observed is not None:
+        return _masked_influence(probs, labels, _check_observed(observed, labels), metric, n_bins, ce_eps)
     N, L, _ = probs.shape
     if metric in ("brier", "ce"):
         p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]
@@ -339,6 +419,37 @@ def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps:
     return (weight[flat] * gap / (filled[None, :] * L)).sum(axis=1)
 
 
+def _masked_influence(probs: np.ndarray, labels: np.ndarray, observed: np.ndarray, metric: str, n_bins: int,
+                      ce_eps: float) -> np.ndarray:
+    """:func:`item_influence` of the masked score, entry by entry over the observed items: [N]."""
+    N, L, _ = probs.shape
+    count = observed.sum(axis=0)  # n_i
+    entries = np.flatnonzero(count)
+    share = np.zeros(N)
+    if not len(entries):
+        return share
+    p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]
+    if metric in ("brier", "ce"):
+        if metric == "brier":
+            per = np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1
+        else:
+            per = -np.log(np.maximum(p_true, ce_eps))
+        per = np.where(observed, per, 0.0) / np.maximum(count, 1)[None, :]
+        return per.sum(axis=1) / len(entries)
+    conf = probs.max(axis=2)
+    gap = (probs.argmax(axis=2) == labels) - conf  # [N, L]
+    for i in entries:
+        rows = np.flatnonzero(observed[:, i])
+        g = gap[rows, i]
+        bins = _bin_ids(conf[rows, i : i + 1], n_bins)[:, 0]
+        n_b = np.bincount(bins, minlength=n_bins).astype(np.float64)
+        s_b = np.bincount(bins, weights=g, minlength=n_bins)
+        n = np.maximum(n_b, 1.0)
+        weight = np.sign(s_b) / n if metric == "ece" else 2 * s_b / n**2
+        share[rows] += weight[bins] * g / ((n_b > 0).sum() * len(entries))
+    return share
+
+
 def difference_se(a: np.ndarray, b: np.ndarray) -> float:
     """Standard error of score_a - score_b over resamples of the shared items, from the two
     predictors' :func:`item_influence` on the same items (paired: what the items have in
@@ -349,7 +460,42 @@ def difference_se(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sqrt(len(a) * np.var(a - b, ddof=1)))
 
 
-def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9) -> dict[str, float]:
+def ipcw_weights(true_times, censored) -> np.ndarray:
+    """Inverse-probability-of-censoring weights of right-censored times: [N] float64.
+
+    true_times [N]: integers >= 1, the time to event, or on a censored item its last
+    observed entry (T exceeds it); censored bool [N]. An item's outcome is observed
+    (delta = 1) when it is not censored; its weight is w = delta / G(T), with G(t) = P(C >= t)
+    (the event at t is seen when entry t is) from the reverse Kaplan-Meier estimate of the
+    censoring times in discrete time: at s, the items at risk of a censoring seen at s are
+    those observed beyond s or censored at s (an event at s hides a censoring at s), the
+    censoring hazard is h(s) = #censored at s / #at risk at s, and G(t) = prod_{s < t}
+    (1 - h(s)). G(T) > 0 for every uncensored item (it is itself at risk, uncensored, at
+    every s < T). Hajek means sum w x / sum w of an item quantity x are then
+    consistent for its mean over the uncensored population when the censoring time is
+    independent of T and of the item (docs/METRICS.md, "Censored items").
+    """
+    t = np.asarray(true_times)
+    censored = np.asarray(censored)
+    if censored.dtype != bool or censored.shape != t.shape or t.ndim != 1:
+        raise ValueError(f"censored must be a bool [N] beside true_times [N], got {censored.dtype} {censored.shape} "
+                         f"and {t.shape}")
+    if len(t) and ((t != np.round(t)).any() or t.min() < 1):
+        raise ValueError("true_times must be integers >= 1 to weigh censored items")
+    t = t.astype(np.int64)
+    if not len(t):
+        return np.zeros(0)
+    size = int(t.max()) + 1
+    observed_from = np.cumsum(np.bincount(t, minlength=size)[::-1])[::-1]  # [s]: #{observed time >= s}
+    # An event at s is seen when entry s is (C >= s), so it hides a censoring at s: those items
+    # are not at risk of a censoring seen at s (kept in, they would bias h(s) low by P(T > s | T >= s)).
+    at_risk = observed_from - np.bincount(t[~censored], minlength=size)
+    hazard = np.bincount(t[censored], minlength=size) / np.maximum(at_risk, 1)
+    G = np.cumprod(1.0 - hazard)  # G[k] = prod_{s <= k} (1 - h(s)), h(0) = 0: G(t) = G[t - 1]
+    return np.where(censored, 0.0, 1.0 / np.where(censored, 1.0, G[t - 1]))
+
+
+def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9, censored=None) -> dict[str, float]:
     """Time-to-event interval metrics (App. A.2) and the interval score.
 
     coverage = fraction of items with lo <= T <= hi; relative width = mean(hi - lo) /
@@ -358,12 +504,20 @@ def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9) -> dict[str,
     ``alpha`` interval, i.e. miscoverage 1 - alpha)
     IS = (hi - lo) + 2 / (1 - alpha) * ((lo - T) 1[T < lo] + (T - hi) 1[T > hi]).
     All inputs [N].
+
+    ``censored`` bool [N] (right-censored data; ``true_times`` is then the last observed
+    entry of a censored item): every mean over T is the :func:`ipcw_weights` Hajek mean,
+    sum w x / sum w (coverage, mean(T), the MAE's numerator, the interval score); the width
+    is over all items (it does not depend on T). NaN when no item is uncensored. None: the
+    plain means.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     lo, hi, point, t = (np.asarray(a, dtype=np.float64) for a in (lo, hi, point, true_times))
     if not lo.shape == hi.shape == point.shape == t.shape:
         raise ValueError("lo, hi, point and true_times must have the same shape [N]")
+    if censored is not None:
+        return _interval_metrics_ipcw(lo, hi, point, t, alpha, ipcw_weights(t, censored))
     total = t.sum()
     # The width alone rewards narrow intervals and the coverage alone wide ones; the score
     # charges each miss by its distance, weighted so that the proper choice is the central
@@ -378,7 +532,22 @@ def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9) -> dict[str,
     }
 
 
-def crps(pmf, true_times) -> float:
+def _interval_metrics_ipcw(lo, hi, point, t, alpha: float, w: np.ndarray) -> dict[str, float]:
+    """:func:`interval_metrics` with IPCW weights w [N] (0 on censored items)."""
+    total = (w * t).sum()  # sum w T: sum w x / sum w over mean_w(T) = sum w x / sum w T
+    if not total > 0:
+        return dict.fromkeys(("coverage", "relative_width", "relative_mae", "interval_score"), float("nan"))
+    penalty = 2 / (1 - alpha) * (np.maximum(lo - t, 0) + np.maximum(t - hi, 0))
+    inside = (t >= lo) & (t <= hi)
+    return {
+        "coverage": float((w * inside).sum() / w.sum()),
+        "relative_width": float((hi - lo).mean() / (total / w.sum())),
+        "relative_mae": float((w * np.abs(t - point)).sum() / total),
+        "interval_score": float((w * ((hi - lo) + penalty)).sum() / total),
+    }
+
+
+def crps(pmf, true_times, censored=None) -> float:
     """Relative CRPS of a time-to-event distribution on t = 1..L.
 
     pmf [N, L]: P(T = t) for t = 1..L per item (rows sum to 1, e.g.
@@ -387,6 +556,9 @@ def crps(pmf, true_times) -> float:
     cdf of the pmf. For integer-valued outcomes this is the CRPS (the integral of the
     squared cdf difference over the reals, whose integrand is constant on [k, k + 1)), equal
     to E|X - T| - E|X - X'| / 2 with X, X' independent draws of the pmf.
+
+    ``censored`` bool [N]: the mean over items and mean(T) are :func:`ipcw_weights` Hajek
+    means (a censored item's CRPS is unknown: it weighs 0); NaN when every item is censored.
     """
     pmf = np.asarray(pmf, dtype=np.float64)
     t = np.asarray(true_times, dtype=np.float64)
@@ -400,6 +572,10 @@ def crps(pmf, true_times) -> float:
     cdf = np.cumsum(pmf, axis=1)  # F(k), k = 1..L
     step = np.arange(1, L + 1)[None, :] >= t[:, None]  # 1[T <= k]
     per_item = ((cdf - step) ** 2).sum(axis=1)
+    if censored is not None:
+        w = ipcw_weights(t, censored)
+        total = (w * t).sum()
+        return float((w * per_item).sum() / total) if total > 0 else float("nan")
     return float(per_item.mean() / t.mean())
 
 
@@ -422,7 +598,8 @@ def rmse_to_truth(probs, exact) -> float:
     return float(rmse_per_entry(probs, exact).mean())
 
 
-def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS, n_bins: int = 10) -> dict[str, float]:
+def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS, n_bins: int = 10,
+                observed=None) -> dict[str, float]:
     """How far the labels alone move a predictor's sequence-level calibration scores.
 
     ``probs`` [N, L, c] stay fixed; ``draw_labels()`` returns a fresh [N, L] label draw for the
@@ -432,7 +609,8 @@ def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS, n_bins: int = 
     :func:`sequence_metrics`; the bins depend on ``probs`` only, so they are found once), keyed by
     :data:`LABEL_SD_KEYS`. The labels are drawn whole (a sequence that has ended stays ended),
     so the spread is that of real test sets, 2-3x that of labels drawn independently per
-    entry (benchmarks/bench_label_noise.py).
+    entry (benchmarks/bench_label_noise.py). ``observed`` bool [N, L]: the scores of
+    :func:`sequence_metrics` with that mask (the test split's censoring, the same for every draw).
     """
     if redraws < 2:
         raise ValueError(f"label_noise needs at least 2 redraws, got {redraws}")
@@ -442,6 +620,11 @@ def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS, n_bins: int = 
     for _ in range(redraws):
         _, labels = _check_probs_labels(probs, draw_labels(), 3)
         correct = (top == labels).astype(np.float64)
-        scores.append((_ece_columns(conf, correct, n_bins).mean(),
-                       _ece_debiased_columns(conf, correct, n_bins).mean()))
+        if observed is not None:
+            mask = _check_observed(observed, labels)
+            scores.append(tuple(_mean_over_entries(_masked_columns(f, conf, correct, mask, n_bins))
+                                for f in (_ece_columns, _ece_debiased_columns)))
+        else:
+            scores.append((_ece_columns(conf, correct, n_bins).mean(),
+                           _ece_debiased_columns(conf, correct, n_bins).mean()))
     return dict(zip(LABEL_SD_KEYS, map(float, np.std(np.array(scores), axis=0, ddof=1))))
