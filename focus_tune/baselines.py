@@ -353,12 +353,16 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
     c, event, cond = m.num_classes, m.event_class, m.condition_class
     keep = condition_items(labels, cond)
     groups = evaluation_groups(extras)
+    # Right-censored test data: every row scored over the observed labels, with the censored times weighted.
+    observed = None if test.observed is None else test.observed[:n]
+    censored = None if observed is None else np.asarray(test.censored[:n])
 
     def row(est: Estimates, seed, samples=None) -> dict:
-        out, per_entry = score(est, labels, true_t, scoring.ece_bins, exact, cond, scoring.alpha, groups)
+        out, per_entry = score(est, labels, true_t, scoring.ece_bins, exact, cond, scoring.alpha, groups,
+                               observed=observed, censored=censored)
         if samples is not None:
             out["marginal/leak"], _ = montecarlo.leak(samples, event)
-        return {**test_result(out, per_entry, est.probs, labels, scoring.ece_bins), "seed": seed}
+        return {**test_result(out, per_entry, est.probs, labels, scoring.ece_bins, observed=observed), "seed": seed}
 
     def sampled(predictor: Predictor, tag: int) -> list[dict]:
         rows = []
@@ -386,7 +390,7 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
         cond_exact = None if keep is None else truth.marginals(first=cond, items=keep)[:, 1:]
         exact_probs = truth.marginals()
         rng = np.random.default_rng(_SEED_TAGS[EXACT])
-        noise = metrics.label_noise(exact_probs, lambda: truth.draw(1, rng)[0][:, 0])
+        noise = metrics.label_noise(exact_probs, lambda: truth.draw(1, rng)[0][:, 0], observed=observed)
         rows[EXACT] = [{**row(estimates_from_marginals(exact_probs, cond_exact, event, scoring.alpha), None), **noise}]
     elif exact is not None:  # exact marginals stored without a process: no conditional
         rows[EXACT] = [row(estimates_from_marginals(exact, None, event, scoring.alpha), None)]

@@ -61,16 +61,20 @@ def teacher_forced_logits(model: Simulator, data: DeviceSplit, chunk: int = 256)
 
 
 def event_stay_probability(logits: torch.Tensor, sequences: torch.Tensor, event: int,
-                           temperature: torch.Tensor | None = None) -> float:
+                           temperature: torch.Tensor | None = None,
+                           observed: torch.Tensor | None = None) -> float:
     """The model's mean p(y_i = event | x, y_<i) where the true y_{i-1} is the event.
 
     logits [N, L, c] (teacher forced), sequences [N, L]; temperature [L] rescales entry i.
     The true processes are absorbing, so 1 is right; the penalty of eq. 2 pulls it lower.
-    NaN when no item has the event before its last entry.
+    NaN when no item has the event before its last entry. ``observed`` bool [N, L]
+    (right-censored data): only entries i that are observed count (then so is y_{i-1}).
     """
     z = logits if temperature is None else logits / temperature.double().view(1, -1, 1)
     p = torch.softmax(z, dim=-1)[:, 1:, event]  # (N, L-1): p(y_i = event), i = 2..L
     after = sequences[:, :-1].cpu() == event
+    if observed is not None:
+        after &= observed[:, 1:].cpu()
     return float(p[after].mean()) if bool(after.any()) else float("nan")
 
 
@@ -144,7 +148,8 @@ def condition_items(labels: np.ndarray, condition_class: int | None) -> np.ndarr
 
 def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: int = 10,
           exact_marginals: np.ndarray | None = None, condition_class: int | None = None, alpha: float = 0.9,
-          groups: dict[str, np.ndarray] | None = None, threads: int = 1) -> tuple[dict, dict]:
+          groups: dict[str, np.ndarray] | None = None, threads: int = 1,
+          observed: np.ndarray | None = None, censored: np.ndarray | None = None) -> tuple[dict, dict]:
     """The paper's metrics of some estimates under the keys used everywhere (``marginal/ece``, ...).
 
     labels [N, L], true_times [N]; exact_marginals [N, L, c] adds ``marginal/rmse``. With
@@ -153,17 +158,33 @@ def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: in
     ``est.time_pmf`` adds ``interval/crps``; ``groups`` (name -> item mask [N]) add the
     coverage of each group, ``interval/coverage_<name>``. ``threads``: the marginal metrics'
     (:func:`focus_tune.metrics.sequence_metrics`). Returns (metrics, entry-level arrays).
+
+    Right-censored data (``DeviceSplit.observed`` / ``.censored``): ``observed`` bool [N, L]
+    scores every entry over its observed labels (the conditional metrics too), ``censored``
+    bool [N] weighs the time-to-event metrics (interval, CRPS, the groups' coverage) by
+    inverse probability of censoring (:func:`focus_tune.metrics.ipcw_weights`), and the
+    counts ``data/censored_items`` and ``data/unobserved_entries`` are added. None: every
+    label is observed, the keys and numbers of fully observed data.
     """
-    marginal = metrics.sequence_metrics(est.probs, labels, n_bins, threads=threads)
+    marginal = metrics.sequence_metrics(est.probs, labels, n_bins, threads=threads, observed=observed)
     out = _prefixed(marginal, "marginal")
     extras: dict = {"marginal": marginal["per_entry"]}
-    out.update(_prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha), "interval"))
+    out.update(_prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha, censored),
+                         "interval"))
     if est.time_pmf is not None:
-        out["interval/crps"] = metrics.crps(est.time_pmf, true_times)
+        out["interval/crps"] = metrics.crps(est.time_pmf, true_times, censored)
+    weights = None if censored is None else metrics.ipcw_weights(true_times, censored)
     for name, mask in (groups or {}).items():
         mask = np.asarray(mask, dtype=bool)
         inside = (true_times >= est.lo) & (true_times <= est.hi)
-        out[f"interval/coverage_{name}"] = float(inside[mask].mean()) if mask.any() else float("nan")
+        if weights is None:
+            out[f"interval/coverage_{name}"] = float(inside[mask].mean()) if mask.any() else float("nan")
+        else:
+            w = weights[mask]
+            out[f"interval/coverage_{name}"] = float((w * inside[mask]).sum() / w.sum()) if w.sum() > 0 else float("nan")
+    if observed is not None or censored is not None:
+        out["data/censored_items"] = float(0 if censored is None else np.count_nonzero(censored))
+        out["data/unobserved_entries"] = float(0 if observed is None else np.count_nonzero(~np.asarray(observed)))
     extras["interval"] = {"lo": est.lo, "hi": est.hi, "point": est.point, "true": true_times}
     if exact_marginals is not None:
         rmse = metrics.rmse_per_entry(est.probs, exact_marginals)
@@ -174,7 +195,8 @@ def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: in
         out["conditional/items"] = float(0 if keep is None else len(keep))
         if keep is not None and est.cond_probs is not None:
             # Entry 1 is forced (certain) for every item: score entries 2..L only.
-            conditional = metrics.sequence_metrics(est.cond_probs, labels[keep, 1:], n_bins)
+            conditional = metrics.sequence_metrics(est.cond_probs, labels[keep, 1:], n_bins,
+                                                   observed=None if observed is None else observed[keep, 1:])
             out.update(_prefixed(conditional, "conditional"))
             extras["conditional"] = conditional["per_entry"]
     return out, extras
@@ -200,7 +222,9 @@ def evaluate(
     Marginal P(Y_i | x) and the time-to-event interval come from one set of M samples per
     item. With ``condition_class`` = b, a second set is drawn with Y_1 forced to b (exact
     conditioning) and scored on the items whose true Y_1 is b. Where the data has exact
-    marginals, ``marginal/rmse`` (to the truth) is added.
+    marginals, ``marginal/rmse`` (to the truth) is added. On right-censored data
+    (``data.observed``, ``data.censored``) the scores are :func:`score`'s masked and
+    censoring-weighted ones.
 
     ``absorbing``: "model" (default) draws every entry from the model, so a model that
     leaves the event class after reaching it is scored with that leak; "forced" makes the
@@ -240,10 +264,10 @@ def evaluate(
         est = estimates_from_distributions(marginals.numpy(), pmf.numpy(),
                                            None if cond is None else cond[1].numpy()[:, 1:], alpha)
     out, extras = score(est, labels, data.time_to_event.cpu().numpy(), n_bins, data.exact_marginals, condition_class,
-                        alpha, groups)
+                        alpha, groups, observed=data.observed_numpy, censored=data.censored)
     out["marginal/leak"], _ = montecarlo.leak(samples, event)
     out["marginal/p_stay"] = event_stay_probability(teacher_forced_logits(model, data), data.sequences, event,
-                                                    temperature)
+                                                    temperature, data.observed)
     if per_entry:
         out["per_entry"] = extras
         out["probs"] = est.probs
@@ -251,19 +275,27 @@ def evaluate(
 
 
 def test_result(out: dict, extras: dict, probs: np.ndarray, labels: np.ndarray, n_bins: int,
-                entries: list[int] | None = None) -> dict:
+                entries: list[int] | None = None, observed: np.ndarray | None = None) -> dict:
     """The flat test result of the reports: ``test/<metric>`` keys and ``test_per_entry``.
 
     ``test_per_entry`` (plain lists and numbers, ready for a JSON file) holds the entry-level arrays of :func:`score` and reliability
     curves of the marginal probabilities [N, L, c] at ``entries`` (1-based; default the
-    first, L/4 and L/2): the report draws its figures from them.
+    first, L/4 and L/2): the report draws its figures from them. ``observed`` bool [N, L]
+    (right-censored data): a curve over the entry's observed items; an entry without any has none.
     """
     L = labels.shape[1]
     per_entry = dict(extras)
-    per_entry["reliability"] = {
-        str(i): metrics.reliability_curve(probs[:, i - 1], labels[:, i - 1], n_bins)
-        for i in (entries or sorted({1, L // 4 + 1, L // 2 + 1}))
-    }
+    if observed is None:
+        per_entry["reliability"] = {
+            str(i): metrics.reliability_curve(probs[:, i - 1], labels[:, i - 1], n_bins)
+            for i in (entries or sorted({1, L // 4 + 1, L // 2 + 1}))
+        }
+    else:
+        per_entry["reliability"] = {
+            str(i): metrics.reliability_curve(probs[rows, i - 1], labels[rows, i - 1], n_bins)
+            for i in (entries or sorted({1, L // 4 + 1, L // 2 + 1}))
+            if (rows := np.asarray(observed)[:, i - 1]).any()
+        }
     result = {f"test/{k}": v for k, v in out.items()}
     result["test_per_entry"] = _jsonable(per_entry)
     return result

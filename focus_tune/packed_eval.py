@@ -122,11 +122,12 @@ def event_times(samples: torch.Tensor, event: int) -> torch.Tensor:
 
 @torch.no_grad()
 def stay_probability(packed: PackedSimulator, images: torch.Tensor, sequences: torch.Tensor, event: int,
-                     rows: int = 2**13) -> list[float]:
+                     rows: int = 2**13, observed: torch.Tensor | None = None) -> list[float]:
     """:func:`focus_tune.evaluation.event_stay_probability` of every member's teacher-forced logits.
 
     images [K, N, ...], sequences [K, N, L]: the mean p(y_i = event | x, y_<i) where the true
     y_{i-1} is the event; NaN where no item has it. ``rows`` (all members' items) per forward.
+    ``observed`` bool [K, N, L] (right-censored data): only observed entries i count.
     """
     was_training = packed.training
     packed.eval()
@@ -138,6 +139,8 @@ def stay_probability(packed: PackedSimulator, images: torch.Tensor, sequences: t
             y = sequences[:, i : i + chunk]
             p = torch.softmax(packed(images[:, i : i + chunk], y).double(), dim=-1)[:, :, 1:, event]
             after = y[:, :, :-1] == event
+            if observed is not None:
+                after &= observed[:, i : i + chunk, 1:]
             for k in range(K):
                 stays[k].append(p[k][after[k]])
     finally:
@@ -153,7 +156,8 @@ def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_
     """:func:`focus_tune.evaluation.evaluate` (marginal and interval metrics, leak, p_stay) of every
     member: member k on ``splits[k]`` (the same split object for a search's members, or each
     its own) with ``generators[k]``. The splits must have one size. ``threads`` (default: the
-    CPU's) score the members, and the entries of each, in parallel.
+    CPU's) score the members, and the entries of each, in parallel. A right-censored split
+    (``observed``, ``censored``) is scored as :func:`~focus_tune.evaluation.evaluate` scores it.
     """
     if absorbing not in ABSORBING_MODES:
         raise ValueError(f"absorbing must be one of {ABSORBING_MODES}, got {absorbing!r}")
@@ -165,9 +169,11 @@ def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_
     seqs = (splits[0].sequences.expand(K, *splits[0].sequences.shape) if same
             else torch.stack([s.sequences for s in splits]))
     L, c = seqs.shape[-1], packed.num_classes
+    observed = None if all(s.observed is None for s in splits) else torch.stack(
+        [torch.ones_like(s.sequences, dtype=torch.bool) if s.observed is None else s.observed for s in splits])
     samples = sample_packed(packed, images, num_samples, L, generators,
                             absorbing=event if absorbing == "forced" else None, rows=rows)
-    p_stay = stay_probability(packed, images, seqs, event)
+    p_stay = stay_probability(packed, images, seqs, event, observed=observed)
     drawn = []
     for k in range(K):
         s = samples[k]
@@ -181,7 +187,8 @@ def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_
         est = Estimates(probs, lo, hi, times.mean(axis=1), None, montecarlo.time_pmf(times, L))
         split = splits[k]
         out, extras = score(est, split.sequences.cpu().numpy(), split.time_to_event.cpu().numpy(), n_bins,
-                            split.exact_marginals, None, alpha, threads=per_member)
+                            split.exact_marginals, None, alpha, threads=per_member, observed=split.observed_numpy,
+                            censored=split.censored)
         out["marginal/leak"] = leaked
         out["marginal/p_stay"] = p_stay[k]
         if per_entry:

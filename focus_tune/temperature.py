@@ -96,29 +96,38 @@ class TemperatureFit:
         }
 
 
-def live_mask(labels, event: int) -> np.ndarray:
+def live_mask(labels, event: int, observed=None) -> np.ndarray:
     """bool [N, L]: row (n, i) is live when the true y_{n, i-1} is not ``event`` (entry 1 always).
 
     labels [N, L] int. The event is absorbing in the data, so a dead row's label is the
-    event for certain: it carries no information on the temperature.
+    event for certain: it carries no information on the temperature. ``observed`` bool
+    [N, L] (right-censored data): an unobserved row is filler, never live.
     """
     y = np.asarray(labels)
     if y.ndim != 2:
         raise ValueError(f"labels must be [N, L], got shape {y.shape}")
     mask = np.ones(y.shape, dtype=bool)
     mask[:, 1:] = y[:, :-1] != event
+    if observed is not None:
+        observed = np.asarray(observed)
+        if observed.shape != y.shape or observed.dtype != bool:
+            raise ValueError(f"observed must be a bool mask of the labels' shape {y.shape}, got "
+                             f"{observed.dtype} {observed.shape}")
+        mask &= observed
     return mask
 
 
-def fit_pooled(logits, labels, event: int, bounds: tuple[float, float] = BOUNDS, iters: int = 60) -> TemperatureFit:
+def fit_pooled(logits, labels, event: int, bounds: tuple[float, float] = BOUNDS, iters: int = 60,
+               observed=None) -> TemperatureFit:
     """One temperature T = argmin_T mean over live rows of -log softmax(z / T)[y].
 
     logits [N, L, c] (teacher forced), labels [N, L] -> a fit whose ``temperature`` [L] is
     T everywhere. Raises ValueError when there is no live row (cannot happen with L >= 1 and
-    N >= 1, since entry 1 is always live).
+    N >= 1, since entry 1 is always live and always observed). ``observed`` bool [N, L]
+    (right-censored data): the CE of the observed live rows only (:func:`live_mask`).
     """
     z, y = _check(logits, labels)
-    mask = torch.as_tensor(live_mask(y.numpy(), event))
+    mask = torch.as_tensor(live_mask(y.numpy(), event, observed))
     L = z.shape[1]
     t = _bisect(z[mask][:, None], y[mask][:, None], None, bounds, iters)[0]
     at = _on_bound(np.array([t]), bounds)[0]
@@ -127,20 +136,21 @@ def fit_pooled(logits, labels, event: int, bounds: tuple[float, float] = BOUNDS,
 
 
 def fit_per_entry(logits, labels, event: int, min_rows: int = MIN_LIVE_ROWS, bounds: tuple[float, float] = BOUNDS,
-                  iters: int = 60, chunk: int = 32) -> TemperatureFit:
+                  iters: int = 60, chunk: int = 32, observed=None) -> TemperatureFit:
     """One temperature per entry on its live rows; the pooled one where fewer than ``min_rows``.
 
     logits [N, L, c], labels [N, L]. Entry i's T_i = argmin_T mean over live rows n of
     -log softmax(z_ni / T)[y_ni], for the entries with >= ``min_rows`` live rows; every
     other entry gets the pooled temperature (:func:`fit_pooled`), so an entry the data say
     nothing about keeps the model's overall correction instead of an extreme value.
-    ``chunk`` entries at a time bound the memory.
+    ``chunk`` entries at a time bound the memory. ``observed`` bool [N, L] (right-censored
+    data): live rows are observed ones (:func:`live_mask`), in both fits.
     """
     if min_rows < 1:
         raise ValueError(f"min_rows must be >= 1, got {min_rows}")
     z, y = _check(logits, labels)
-    pooled = fit_pooled(z, y, event, bounds, iters)
-    mask = torch.as_tensor(live_mask(y.numpy(), event))
+    pooled = fit_pooled(z, y, event, bounds, iters, observed)
+    mask = torch.as_tensor(live_mask(y.numpy(), event, observed))
     live = mask.sum(0).numpy().astype(np.int64)
     own = live >= min_rows
     t = pooled.temperature.copy()

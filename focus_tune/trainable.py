@@ -150,7 +150,8 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
         # The evaluation a stage decides by, and its race epoch's (finals decide nothing)
         if (final or epoch == race_at) and not job.evaluate_test:
             result[INFLUENCE_KEY] = encode_influence(item_influence(
-                probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins))
+                probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins,
+                observed=val_split.observed_numpy))
         result["time/eval_s"] = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:
             save_checkpoint(d, model, optimizer, epoch, generator, last_val, with_optimizer=not final)
@@ -258,7 +259,8 @@ def _run_pack(pack: PackJob, data: Splits) -> None:
                 result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
                 if final and not job.evaluate_test:
                     result[INFLUENCE_KEY] = encode_influence(item_influence(
-                        probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins))
+                        probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins,
+                        observed=val_split.observed_numpy))
                 result["time/eval_s"] = eval_s
                 folder = os.path.join(d, job.trial_id)
                 os.makedirs(folder)
@@ -321,7 +323,7 @@ def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, fold
     out = evaluate(model, test, train.num_samples, generator=_eval_gen(seed, -1),
                    condition_class=cond, per_entry=True, **common)
     per_entry, probs = out.pop("per_entry"), out.pop("probs")
-    result = test_result(out, per_entry, probs, labels, train.ece_bins)
+    result = test_result(out, per_entry, probs, labels, train.ece_bins, observed=test.observed_numpy)
     files = {"test_per_entry": result.pop("test_per_entry")}
     if job.spec.family == "none":
         t1 = time.perf_counter()
@@ -336,7 +338,7 @@ def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, fold
         ts_entry["temperature"] = fit.temperature
         ts_entry["temperature_grid"] = {"T": list(fit.scores), "val_ece": list(fit.scores.values())}
         ts.update(fit.summary())  # temperature_pooled, _at_bound, _mean, _min, _max, _margin, _margin_se
-        scaled = test_result(ts, ts_entry, ts_probs, labels, train.ece_bins)
+        scaled = test_result(ts, ts_entry, ts_probs, labels, train.ece_bins, observed=test.observed_numpy)
         files[TS_PREFIX + "per_entry"] = scaled.pop("test_per_entry")
         result.update({TS_PREFIX + k.removeprefix("test/"): v for k, v in scaled.items()})
     with open(os.path.join(folder, PER_ENTRY_FILE), "w") as handle:
@@ -364,6 +366,7 @@ def _fit_temperature(model, data: Splits, job: TrialJob, device) -> TemperatureF
     train, info = job.train, job.data
     val = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
     labels = val.sequences.cpu().numpy()
+    observed = val.observed_numpy  # right-censored data: every score over the observed labels
     L = labels.shape[1]
     probs = {}
 
@@ -377,9 +380,9 @@ def _fit_temperature(model, data: Splits, job: TrialJob, device) -> TemperatureF
         return out["marginal/ece"]
 
     def on_items(t: float, idx: np.ndarray) -> float:
-        return sequence_ece(probs[t][idx], labels[idx], train.ece_bins)
+        return sequence_ece(probs[t][idx], labels[idx], train.ece_bins, None if observed is None else observed[idx])
 
     def margin_se(best: float, one: float) -> float:
         return paired_bootstrap_se(on_items, one, best, len(labels), seed=job.spec.seed)
 
-    return choose_on_grid(val_ece, GRID, L, live_mask(labels, info.event).sum(0), margin_se=margin_se)
+    return choose_on_grid(val_ece, GRID, L, live_mask(labels, info.event, observed).sum(0), margin_se=margin_se)
