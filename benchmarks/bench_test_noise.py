@@ -78,7 +78,7 @@ def evaluate_run(run: Path, samples: list[int], draws: int) -> tuple[dict, int]:
     dataset = load_dataset(state["fingerprint"]["data"])
     info = DataInfo.of(dataset.manifest)
     test = DeviceSplit.from_arrays(dataset.test, items=train.test_items)
-    groups = evaluation_groups({k: v[:len(test)] for k, v in dataset.test.extras.items()})
+    groups = evaluation_groups({k: v[:len(test)] for k, v in dataset.test.extras.items()}, dataset.manifest.game)
     finals = sorted(t for t in state["results"] if re.fullmatch(r"final-.+-s\d+", t))
     seeds = len([t for t in finals if t.startswith("final-none-")])
     plan = SearchPlan(cfg.grid, length=dataset.manifest.length, seed=int(seed), final_seeds=seeds)

@@ -146,6 +146,36 @@ class ImageBlind(_Sampling):
         return np.broadcast_to(freq, (self.num_items, *freq.shape))
 
 
+def completed_sequences(sequences: np.ndarray, observed_length: np.ndarray | None, seed: int = 0) -> np.ndarray:
+    """Training sequences for the image-blind predictor with every censored suffix filled in
+    [N, L] (``sequences`` itself when nothing is censored).
+
+    Hot-deck imputation under a first-order Markov reading: a sequence cut after entry n
+    takes entries n+1..L from a random donor observed beyond n whose entry n is the same
+    class (any donor observed beyond n if none shares it; its own last entry repeated if no
+    sequence is observed beyond n). Cuts are filled longest first, so a donor cut later
+    than n is already complete. Without censoring in the data the image-blind predictor is
+    the training sequences' own distribution; with it, whole sequences with filler would
+    put the filler's classes where the data say nothing.
+    """
+    if observed_length is None:
+        return sequences
+    seqs = np.array(sequences, dtype=np.int64)
+    n_obs = np.asarray(observed_length, dtype=np.int64)
+    L = seqs.shape[1]
+    rng = np.random.default_rng(seed)
+    for k in sorted(np.flatnonzero(n_obs < L), key=lambda k: -n_obs[k]):
+        cut = n_obs[k]
+        donors = np.flatnonzero(n_obs > cut)
+        same = donors[seqs[donors, cut - 1] == seqs[k, cut - 1]]
+        pool = same if len(same) else donors
+        if len(pool):
+            seqs[k, cut:] = seqs[rng.choice(pool), cut:]
+        else:
+            seqs[k, cut:] = seqs[k, cut - 1]
+    return seqs
+
+
 def empirical_conditionals(sequences: np.ndarray, num_classes: int) -> np.ndarray:
     """p(y_i = a | y_<i) of the empirical distribution of ``sequences`` [N, L], along each of
     them: [N, L, c] (the fraction of the sequences with the same prefix y_<i whose entry i is a).
@@ -352,7 +382,7 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
     extras = {k: np.asarray(v[:n]) for k, v in test.extras.items()}
     c, event, cond = m.num_classes, m.event_class, m.condition_class
     keep = condition_items(labels, cond)
-    groups = evaluation_groups(extras)
+    groups = evaluation_groups(extras, m.game)
     # Right-censored test data: every row scored over the observed labels, with the censored times weighted.
     observed = None if test.observed is None else test.observed[:n]
     censored = None if observed is None else np.asarray(test.censored[:n])
@@ -379,7 +409,8 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
             rows.append(row(est, seed, samples))
         return rows
 
-    rows: dict[str, list[dict]] = {IMAGE_BLIND: sampled(ImageBlind(dataset.train.sequences, n, c),
+    train = completed_sequences(dataset.train.sequences, dataset.train.observed_length)
+    rows: dict[str, list[dict]] = {IMAGE_BLIND: sampled(ImageBlind(train, n, c),
                                                         _SEED_TAGS[IMAGE_BLIND]),
                                    IMAGE_BAYES: [], ORACLE: [], EXACT: []}
     if has_image_bayes(m, test):

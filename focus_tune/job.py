@@ -60,11 +60,13 @@ class DataInfo:
     event: int  # the absorbing class: END (games) or dead (FaceMed)
     condition_class: int  # the class conditioned on in the conditional metrics
     in_channels: int
+    game: str | None = None  # the built-in scenario (FaceMed's age groups), None for one's own data
 
     @classmethod
     def of(cls, manifest) -> "DataInfo":
         """From a dataset's manifest (``focus_tune.data.store.Manifest``)."""
-        return cls(manifest.num_classes, manifest.event_class, manifest.condition_class, manifest.image_shape[0])
+        return cls(manifest.num_classes, manifest.event_class, manifest.condition_class, manifest.image_shape[0],
+                   manifest.game)
 
 
 @dataclass(frozen=True)

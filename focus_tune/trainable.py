@@ -318,7 +318,7 @@ def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, fold
     test = DeviceSplit.from_arrays(data.test, device, items=train.test_items)
     labels = test.sequences.cpu().numpy()
     cond = job.data.condition_class
-    groups = evaluation_groups({k: v[:len(test)] for k, v in data.test.extras.items()})
+    groups = evaluation_groups({k: v[:len(test)] for k, v in data.test.extras.items()}, job.data.game)
     common = {**common, "groups": groups}
     out = evaluate(model, test, train.num_samples, generator=_eval_gen(seed, -1),
                    condition_class=cond, per_entry=True, **common)

@@ -43,11 +43,11 @@ def describe_dataset(path: str | os.PathLike) -> str:
     return describe(verified(path).manifest)
 
 
-def evaluation_groups(extras: dict) -> dict:
+def evaluation_groups(extras: dict, game: str | None) -> dict:
     """Groups of items whose coverage the report shows apart (name -> mask [N]), from a
-    split's extras: FaceMed's age regimes of the chain where the split has ages
-    (`facemed.age_bands`), else none."""
-    if "age" in extras:
+    split's extras: FaceMed's age regimes of the chain where FaceMed's split has ages
+    (`facemed.age_bands`), else none (a column named `age` in one's own data is metadata)."""
+    if game == FACEMED and "age" in extras:
         from .facemed import age_bands
 
         return age_bands(extras["age"])

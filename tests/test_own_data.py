@@ -1,0 +1,115 @@
+"""A dataset of one's own, in process: the generic search space, the scenario's name, the
+resolved config printed and read back, the image-blind predictor on censored training data,
+and what the report says of the data."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from focus_tune.config import ConfigError, load_search_config, space_path
+from focus_tune.data import DataError, evaluation_groups, load_dataset, write_dataset
+from focus_tune.generic_space import fit_k2, generic_config
+from focus_tune.scenarios import scenario_of
+
+
+def _dataset(tmp_path: Path, name: str = "mine", L: int = 6, censor: bool = True, age: bool = False) -> Path:
+    rng = np.random.default_rng(0)
+    n = 60
+    seqs = rng.integers(0, 2, (n, L))
+    seqs[::5, 3] = 2  # the event, then padded with it
+    seqs[::5, 4:] = -1
+    if censor:
+        seqs[1::4, 2:] = -1  # cut after entry 2
+    extras = {"age": rng.integers(20, 90, n)} if age else None
+    return write_dataset(tmp_path / name, images=rng.integers(0, 255, (n, 1, 5, 7), dtype=np.uint8), sequences=seqs,
+                         classes=["a", "b", "end"], event="end", name=name, extras=extras)
+
+
+@pytest.mark.parametrize("length, k2", [(100, [1, 11, 21, 51, 101]), (300, [1, 11, 21, 51, 101]),
+                                        (20, [1, 3, 5, 11, 20]), (44, [1, 5, 10, 23, 44])])
+def test_the_paper_k2_grid_keeps_its_share_of_a_shorter_length(length, k2):
+    assert fit_k2([1, 11, 21, 51, 101], length) == k2
+
+
+def test_the_generic_space_is_the_papers_procedure_with_the_built_in_budgets():
+    hero = {p: load_search_config(space_path("hero"), p) for p in ("smoke", "quick", "paper")}
+    for profile, ref in hero.items():
+        cfg = generic_config("mine", 300, profile)
+        assert cfg.game == "mine" and cfg.grid == ref.grid
+        assert cfg.train == (ref.train if profile != "paper" else ref.train.__class__(**{**ref.train.__dict__,
+                                                                                        "lr": 1e-5}))
+    short = generic_config("mine", 2, "quick")
+    assert short.grid.k1 == 1 and max(short.grid.k2) == 2
+    with pytest.raises(ConfigError, match="at least 2 entries"):
+        generic_config("mine", 1, "quick")
+
+
+def test_the_scenario_is_the_datasets_name_and_never_a_built_in_one(tmp_path):
+    assert scenario_of(_dataset(tmp_path)) == "mine"
+    renamed = _dataset(tmp_path, name="x")
+    manifest = (renamed / "manifest.json").read_text().replace('"name": "x"', '"name": "hero"')
+    (renamed / "manifest.json").write_text(manifest)
+    with pytest.raises(DataError, match="built-in scenario's name"):
+        scenario_of(renamed)
+
+
+def _search(*args, cwd: Path):
+    return subprocess.run([sys.executable, "-m", "focus_tune.search", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_print_config_writes_a_space_that_reads_back_as_the_same_config(tmp_path):
+    data = _dataset(tmp_path, L=12)
+    proc = _search("--data", str(data), "--profile", "quick", "--print-config", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "my.yaml").write_text(proc.stdout)
+    printed = load_search_config(tmp_path / "my.yaml", "quick")
+    generic = generic_config("mine", 12, "quick")
+    assert printed.train == generic.train and printed.grid == generic.grid and printed.game == "mine"
+    proc = _search("--data", str(data), "--space", str(tmp_path / "my.yaml"), "--profile", "quick", "--dry-run",
+                   cwd=tmp_path)
+    assert proc.returncode == 0 and "focus-tune dry run: mine (quick), L=12" in proc.stdout, proc.stderr
+
+
+def test_no_game_and_no_data_is_one_line_and_exit_2(tmp_path):
+    proc = _search("--profile", "smoke", cwd=tmp_path)
+    assert proc.returncode == 2 and "--game (or --data DIR" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_image_blind_fills_a_censored_suffix_from_a_sequence_observed_beyond_it(tmp_path):
+    from focus_tune.baselines import completed_sequences
+
+    train = load_dataset(_dataset(tmp_path)).train
+    assert train.observed_length is not None
+    done = completed_sequences(train.sequences, train.observed_length)
+    observed = train.observed
+    assert np.array_equal(done[observed], train.sequences[observed])  # what was seen stays
+    donors = {tuple(row) for row in train.sequences[train.observed_length == 6]}
+    for k in np.flatnonzero(train.observed_length < 6):
+        cut = train.observed_length[k]
+        assert any(d[cut - 1] == done[k, cut - 1] and tuple(done[k, cut:]) == d[cut:] for d in donors)
+    assert completed_sequences(train.sequences, None) is train.sequences
+
+
+def test_an_age_column_of_ones_own_data_is_metadata_only(tmp_path):
+    test = load_dataset(_dataset(tmp_path, age=True)).test
+    assert "age" in test.extras and evaluation_groups(test.extras, None) == {}
+    assert evaluation_groups(test.extras, "facemed")  # FaceMed's groups still come from its ages
+
+
+def test_the_report_names_the_absent_rows_and_the_censoring(tmp_path):
+    from focus_tune.search.outputs import data_notes
+
+    dataset = load_dataset(_dataset(tmp_path))
+    notes = data_notes(dataset, {"image-blind": [{}], "none": [{}]})
+    assert [n.split("`")[1] for n in notes[:3]] == ["image-Bayes", "oracle", "exact"]
+    censored = int(dataset.test.censored.sum())
+    assert notes[3].startswith(f"Censoring: {censored} of {len(dataset.test)} test items")
+    full = load_dataset(_dataset(tmp_path, name="full", censor=False))
+    assert not any(n.startswith("Censoring") for n in data_notes(full, {"exact": [{}], "oracle": [{}],
+                                                                       "image-Bayes": [{}]}))
