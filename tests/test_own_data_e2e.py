@@ -86,4 +86,7 @@ def test_import_search_and_predict_a_dataset_of_ones_own(tmp_path):
 
     image = tmp_path / "raw" / "img" / "3.png"
     out = _run(["-m", "focus_tune.predict", "--model", str(run), str(image), "--num-samples", "8"], work)
-    assert "3.png" in out
+    assert "3.png" in out and "truth" not in out
+    out = _run(["-m", "focus_tune.predict", "--model", str(run), str(data), "--items", "all", "--num-samples", "8"],
+               work)
+    assert "(censored) (" in out and "dataset items: " in out  # a censored item's T is a lower bound

@@ -95,7 +95,8 @@ def run(args) -> int:
         cov = interval_metrics([r["time_to_event"]["lower"] for r in with_truth],
                                [r["time_to_event"]["upper"] for r in with_truth],
                                [r["time_to_event"]["mean"] for r in with_truth],
-                               [r["truth"]["time_to_event"] for r in with_truth])
+                               [r["truth"]["time_to_event"] for r in with_truth],
+                               censored=[r["truth"].get("censored", False) for r in with_truth])
         print(f"dataset items: {len(with_truth)}; I_{alpha:g} covers the true T of {cov['coverage']:.0%}, "
               f"relative width {cov['relative_width']:.2f}, relative MAE {cov['relative_mae']:.2f}")
     return 0

@@ -79,9 +79,14 @@ def predict_one(loaded: Loaded, item: Item, num_samples: int, seed: int, alpha: 
     if item.truth is not None:
         t = item.truth
         tte = out["time_to_event"]
-        covered = metrics.interval_metrics([tte["lower"]], [tte["upper"]], [tte["mean"]], [t["time_to_event"]])
+        if t.get("censored"):  # T > time_to_event is all that is known: decided only past the interval
+            covered = False if t["time_to_event"] >= tte["upper"] else None
+        else:
+            inside = metrics.interval_metrics([tte["lower"]], [tte["upper"]], [tte["mean"]], [t["time_to_event"]])
+            covered = bool(inside["coverage"] == 1.0)
+        # A censored item's sequence is its observed entries only.
         truth = {"sequence": [loaded.class_names[y] for y in t["sequence"]], "time_to_event": t["time_to_event"],
-                 "covered": bool(covered["coverage"] == 1.0), "rmse_to_exact": None}
+                 "censored": bool(t.get("censored", False)), "covered": covered, "rmse_to_exact": None}
         if t.get("exact_marginals") is not None and np.shape(t["exact_marginals"]) == marginals.shape:
             truth["rmse_to_exact"] = metrics.rmse_to_truth(marginals[None], np.asarray(t["exact_marginals"])[None])
         out["truth"] = truth

@@ -65,7 +65,7 @@ def _from_array(array: np.ndarray, shape: tuple[int, int, int], name: str, resiz
         raise PredictError(f"{name}: {array.shape[0]} channel(s), the model reads {C}; convert the image "
                            f"(or save it as PNG/JPEG, which is converted)")
     if array.shape[1:] == (H, W):
-        return np.ascontiguousarray(array), None
+        return np.array(array, order="C"), None  # a copy: a decoded image's buffer is read-only (torch warns)
     if not resize:
         raise PredictError(f"{name}: {array.shape[2]}x{array.shape[1]} pixels, the model reads {W}x{H} "
                            "(drop --no-resize to resize it)")
@@ -116,7 +116,9 @@ def _dataset_items(folder: Path, split: str, spec: str | None, shape: tuple[int,
     out = []
     for i in parse_items(spec, len(data)):
         image, note = _from_array(data.images[i], shape, f"{folder}:{split}:{i}", resize)
-        truth = {"sequence": data.sequences[i].tolist(), "time_to_event": int(data.time_to_event[i]),
+        seen = len(data.sequences[i]) if data.observed_length is None else int(data.observed_length[i])
+        truth = {"sequence": data.sequences[i][:seen].tolist(), "time_to_event": int(data.time_to_event[i]),
+                 "censored": bool(data.censored[i]),
                  "exact_marginals": None if data.exact_marginals is None else np.asarray(data.exact_marginals[i])}
         out.append(Item(f"{folder.name}/{split}/{i}", image, note, truth))
     return out

@@ -45,9 +45,10 @@ def summary(result: dict, n_bands: int = 6, top: int = 3) -> str:
     lines.append("  " + _tte_line(result["time_to_event"], result["event"], result["length"]))
     truth = result.get("truth")
     if truth:
-        where = "inside" if truth["covered"] else "outside"
+        where = {True: "inside", False: "outside", None: "not decided by"}[truth["covered"]]
         rmse = f"; RMSE to the exact marginals {truth['rmse_to_exact']:.4f}" if truth["rmse_to_exact"] is not None else ""
-        lines.append(f"  truth: T = {truth['time_to_event']} ({where} the interval){rmse}")
+        t = f"T > {truth['time_to_event']} (censored)" if truth.get("censored") else f"T = {truth['time_to_event']}"
+        lines.append(f"  truth: {t} ({where} the interval){rmse}")
     cond = result.get("conditional")
     if cond:
         k = len(cond["prefix"])
@@ -100,6 +101,8 @@ def write_parquet(path: Path, results: Sequence[dict]) -> Path:
         "true_time_to_event": pa.array([r["truth"]["time_to_event"] if r["truth"] else None for r in results],
                                        pa.int32()),
         "true_covered": pa.array([r["truth"]["covered"] if r["truth"] else None for r in results], pa.bool_()),
+        "true_censored": pa.array([r["truth"].get("censored", False) if r["truth"] else None for r in results],
+                                  pa.bool_()),
     }
     first = results[0]
     meta = {"focus_tune.class_names": json.dumps(first["class_names"]), "focus_tune.event": first["event"],
@@ -178,7 +181,9 @@ def plot_prediction(result: dict, image: np.ndarray, path: Path) -> Path:
                             f"{cond['time_to_event']['upper']:g}]")
         truth = result.get("truth")
         if truth:
-            ax_t.axvline(truth["time_to_event"], color="black", ls="--", lw=1.0, label=f"true T = {truth['time_to_event']}")
+            rel = ">" if truth.get("censored") else "="
+            ax_t.axvline(truth["time_to_event"], color="black", ls="--", lw=1.0,
+                         label=f"true T {rel} {truth['time_to_event']}{' (censored)' if rel == '>' else ''}")
         ax_t.set(xlabel=f"time to {result['event']} T (entries; T = {L}: not within {L})", ylabel="probability",
                  xlim=(0.5, L + 0.5), title=f"Time to {result['event']}")
         ax_t.legend(frameon=False, loc="best")
