@@ -82,7 +82,14 @@ def test_import_search_and_predict_a_dataset_of_ones_own(tmp_path):
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{work / 'mlflow.db'}")
-    assert mlflow.get_experiment_by_name(f"focus-tune/{NAME}") is not None
+    experiment = mlflow.get_experiment_by_name(f"focus-tune/{NAME}")
+    assert experiment is not None
+    parent = mlflow.search_runs([experiment.experiment_id], filter_string="tags.mlflow.runName = 'search-smoke-seed0'")
+    assert len(parent) == 1
+    models = mlflow.search_logged_models(experiment_ids=[experiment.experiment_id], output_format="list")
+    model = mlflow.pyfunc.load_model(f"models:/{next(m.model_id for m in models if m.name == 'model-time-dependent')}")
+    got = model.predict({"images": np.full((2, 1, H, W), 200, np.uint8)}, params={"num_samples": 8})
+    assert got["marginals"].shape == (2, L, len(CLASSES)) and got["class_names"] == CLASSES
 
     image = tmp_path / "raw" / "img" / "3.png"
     out = _run(["-m", "focus_tune.predict", "--model", str(run), str(image), "--num-samples", "8"], work)
