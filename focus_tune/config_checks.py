@@ -80,6 +80,16 @@ def _kind(value: Any) -> str:
     return "null" if value is None else f"{type(value).__name__} {short(value)}"
 
 
+def allows(text: str) -> Callable[[Callable], Callable]:
+    """Tag a check with what it allows, in words (the reference docs/CONFIG.md reads it)."""
+
+    def tag(check: Callable) -> Callable:
+        check.allowed = text
+        return check
+
+    return tag
+
+
 def required_fields(cls) -> tuple[str, ...]:
     """The fields of a dataclass without a default."""
     return tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)
@@ -94,6 +104,7 @@ def _int(ctx: Context, v: Any, at: str) -> int:
     return v
 
 
+@allows("integer >= 1")
 def positive_int(ctx: Context, v: Any, at: str) -> int:
     """An integer >= 1 (not a bool, at most MAX_INT)."""
     v = _int(ctx, v, at)
@@ -102,6 +113,7 @@ def positive_int(ctx: Context, v: Any, at: str) -> int:
     return v
 
 
+@allows("integer >= 0")
 def non_negative_int(ctx: Context, v: Any, at: str) -> int:
     """An integer >= 0 (not a bool, at most MAX_INT)."""
     v = _int(ctx, v, at)
@@ -110,6 +122,7 @@ def non_negative_int(ctx: Context, v: Any, at: str) -> int:
     return v
 
 
+@allows("integer >= 1, or null")
 def optional_positive_int(ctx: Context, v: Any, at: str) -> int | None:
     """None (the whole split) or a :func:`positive_int`."""
     return None if v is None else positive_int(ctx, v, at)
@@ -136,6 +149,7 @@ def _float(ctx: Context, v: Any, at: str) -> float:
     return v
 
 
+@allows("number > 0")
 def positive_float(ctx: Context, v: Any, at: str) -> float:
     """A finite number > 0."""
     v = _float(ctx, v, at)
@@ -144,6 +158,7 @@ def positive_float(ctx: Context, v: Any, at: str) -> float:
     return v
 
 
+@allows("number >= 0")
 def non_negative_float(ctx: Context, v: Any, at: str) -> float:
     """A finite number >= 0."""
     v = _float(ctx, v, at)
@@ -152,6 +167,7 @@ def non_negative_float(ctx: Context, v: Any, at: str) -> float:
     return v
 
 
+@allows("number in (0, 1)")
 def alpha(ctx: Context, v: Any, at: str) -> float:
     """The level of an interval: a number in (0, 1)."""
     v = _float(ctx, v, at)
@@ -168,15 +184,22 @@ def choice(options: tuple[str, ...]) -> Callable[[Context, Any, str], str]:
             raise ctx.error(at, f"{short(v)} is not one of {', '.join(options)}")
         return v
 
+    check.allowed = ", ".join(options)
     return check
 
 
 def optional_choice(options: tuple[str, ...]) -> Callable[[Context, Any, str], str | None]:
     """None (the default it stands for) or one of ``options``."""
     check = choice(options)
-    return lambda ctx, v, at: None if v is None else check(ctx, v, at)
+
+    @allows(f"{check.allowed}, or null")
+    def optional(ctx: Context, v: Any, at: str) -> str | None:
+        return None if v is None else check(ctx, v, at)
+
+    return optional
 
 
+@allows("non-empty string")
 def string(ctx: Context, v: Any, at: str) -> str:
     """A non-empty string."""
     if not isinstance(v, str) or not v:
@@ -184,6 +207,7 @@ def string(ctx: Context, v: Any, at: str) -> str:
     return v
 
 
+@allows("1 to 64 letters, digits, '_', '-' or '.' (it names folders)")
 def game_name(ctx: Context, v: Any, at: str) -> str:
     """A game name: it names folders, experiments and trial paths."""
     v = string(ctx, v, at)
@@ -207,6 +231,7 @@ def grid_list(item: Callable[[Context, Any, str], Any], what: str):
                 raise ctx.error(f"{at}[{i}]", f"{x!r} repeats {at}[{out.index(x)}]; grid values must be distinct")
         return out
 
+    check.allowed = f"non-empty list of distinct values, each {item.allowed}"
     return check
 
 
@@ -221,9 +246,11 @@ def lambda_weight(name: str) -> Callable[[Context, Any, str], float]:
         except ValueError as e:
             raise ctx.error(at, str(e)) from None
 
+    check.allowed = "number >= 0"
     return check
 
 
+@allows(f"integer in 1..{MAX_K2}")
 def k2_entry(ctx: Context, v: Any, at: str) -> int:
     """A k2 value: the last regularized entry, 1..MAX_K2."""
     v = _int(ctx, v, at)

@@ -13,7 +13,11 @@ from focus_tune.config import (
     GridConfig,
     SearchConfig,
     TrainConfig,
+    apply_overrides,
+    dump_search_config,
     load_search_config,
+    override_text,
+    parse_override,
     space_path,
 )
 
@@ -339,3 +343,47 @@ def test_a_binary_file_is_not_a_traceback(tmp_path):
     path.write_bytes(b"\xff\xfe\x00binary")
     with pytest.raises(ConfigError, match="not a UTF-8 text file"):
         load_search_config(path, "quick")
+
+
+# -- overrides from the command line (--set) ----------------------------------------------
+def test_set_is_one_more_layer_the_same_as_a_profiles_keys(tmp_path):
+    """--set over the resolved smoke profile gives what the same keys in the file's smoke profile give."""
+    texts = ["train.epochs=2", "train.lr=1e-3", "train.lr_schedule=decay", "train.val_items=null",
+             "grid.lambdas=[0.01, 0.1]", "grid.k2=[1, 7]", "final_seeds=2"]
+    cfg = apply_overrides(load_search_config(space_path("facemed"), "smoke"), [parse_override(t) for t in texts])
+    space = base_space()
+    smoke = space["profiles"]["smoke"]
+    smoke["train"] |= {"epochs": 2, "lr": 1e-3, "lr_schedule": "decay", "val_items": None}
+    smoke["grid"] |= {"lambdas": [0.01, 0.1], "k2": [1, 7]}
+    space["final_seeds"] = 2
+    again = load_search_config(write(tmp_path, space), "smoke")
+    assert (cfg.train, cfg.grid, cfg.final_seeds) == (again.train, again.grid, again.final_seeds)
+    assert cfg.grid.lambdas == (0.01, 0.1) and isinstance(cfg.train.lr, float)
+
+
+@pytest.mark.parametrize("texts, words", [
+    (["train.epochs=0"], "--set: train.epochs: 0 must be >= 1"),
+    (["train.encoder=vit"], "--set: train.encoder: 'vit' is not one of resnet18, small"),
+    (["grid.k2=[]"], "--set: grid.k2: is empty"),
+    (["train.epochs=2", "train.epochs=3"], "--set: train.epochs: given twice"),
+    (["train"], "--set 'train': expected KEY=VALUE"),
+    (["train=3"], "--set: train: name one key of train, e.g. train.epochs=5"),
+    (["game=hero"], "--set: game: unknown key; --set takes final_seeds, train.<key> or grid.<key>"),
+    (["grid.k2=[1, 2]"], "--set: grid.k1 (of the smoke search space): k1 = 2 leaves no joint entries"),
+    (["train.racing=stop"], "--set: train.race_at (of the smoke search space): racing 'stop' validates at epoch"),
+    (["grid.lambdas=[0.01,"], "--set grid.lambdas:1:7: malformed YAML"),
+])
+def test_a_bad_override_names_the_key_and_what_is_allowed(texts, words):
+    cfg = load_search_config(space_path("hero"), "smoke")
+    with pytest.raises(ConfigError) as err:
+        apply_overrides(cfg, [parse_override(t) for t in texts])
+    assert str(err.value).startswith(words), str(err.value)
+
+
+def test_no_override_leaves_the_config_and_its_printout_as_they_were():
+    cfg = load_search_config(space_path("hero"), "quick")
+    assert apply_overrides(cfg, []) is cfg
+    assert dump_search_config(cfg) == dump_search_config(cfg, ())
+    assert override_text("grid.lambdas", [0.01, 0.1]) == "grid.lambdas=[0.01, 0.1]"
+    assert [parse_override(override_text(k, v)) for k, v in [("train.lr", 1e-05), ("train.val_items", None)]] == [
+        ("train.lr", 1e-05), ("train.val_items", None)]
