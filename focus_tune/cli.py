@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from importlib import metadata
 
 from .atomic import short
 
@@ -20,6 +21,14 @@ class OneLineParser(argparse.ArgumentParser):
         print(f"error: {_bound(message)} (see {self.prog} --help)",
               file=sys.stderr)
         sys.exit(2)
+
+
+def version_text() -> str:
+    """What ``--version`` prints: ``focus-tune <version>``, from the installed package's metadata."""
+    try:
+        return f"focus-tune {metadata.version('focus-tune')}"
+    except metadata.PackageNotFoundError:
+        return "focus-tune (not installed: no version metadata; pip install -e . in a checkout)"
 
 
 def error_exit(err: BaseException, limit: int = 600) -> int:

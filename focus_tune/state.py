@@ -17,6 +17,9 @@ from pathlib import Path
 from .atomic import disk_full, short, write_atomic
 
 STATE_FILE = "search_state.json"
+# Keys of a state's fingerprint present only where the search was given --set / --experiment:
+# a search made without them keeps the fingerprint it had before these flags existed.
+OVERRIDES_KEY, EXPERIMENT_KEY = "overrides", "experiment"
 
 
 class SearchError(RuntimeError):

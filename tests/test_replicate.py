@@ -153,11 +153,35 @@ def test_missing_runs_are_named(tmp_path):
 
 @pytest.mark.parametrize("bad, message", [(["--runs", "0"], "--runs must be at least 1"),
                                          (["--seeds", "a-b"], "is not a list like 0-4"),
-                                         (["--runs", "2", "--", "--seed", "3"], "--seed after --")])
+                                         (["--runs", "2", "--", "--seed", "3"], "--seed after --"),
+                                         (["--runs", "2", "--", "--set", "train.epochs=3"], "--set after --"),
+                                         (["--runs", "1", "--set", "train.epochs"], "expected KEY=VALUE"),
+                                         (["--runs", "1", "--set", "train.epochs=-1"],
+                                          "error: the searches' flags: --set: train.epochs: -1 must be >= 1")])
 def test_bad_flags_are_named(tmp_path, bad, message):
     proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", *bad],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not list(tmp_path.glob("runs/replication/*-seed*")), "no search started"
+
+
+def test_a_storage_whose_searches_had_other_overrides_is_refused(tmp_path):
+    """Replicated searches are found by their folders' names: a finished one made with other
+    --set would be counted as this replication's, so the replication refuses to start."""
+    folder = tmp_path / "runs" / "hero-smoke-seed0"
+    folder.mkdir(parents=True)
+    (folder / "search_state.json").write_text(json.dumps({"fingerprint": {"overrides": {"train.epochs": 5}}}))
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--profile", "smoke",
+                           "--runs", "1", "--storage", str(tmp_path / "runs"), "--set", "train.epochs=2"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert ("seed 0's search in" in proc.stderr and "was made with --set train.epochs=5, this replication gives "
+            "--set train.epochs=2: use another --storage" in proc.stderr), proc.stderr
+
+
+def test_version():
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("focus-tune ")
 
 
 def _replication_runs(db: Path, game: str):

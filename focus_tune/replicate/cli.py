@@ -4,10 +4,16 @@
     python -m focus_tune.replicate --game facemed --runs 5 --parallel 2 -- --final-seeds 3
     python -m focus_tune.replicate --game hero --runs 5 --aggregate-only
     python -m focus_tune.replicate --data DIR --runs 5     # a dataset of your own
+    python -m focus_tune.replicate --game hero --runs 5 --set train.epochs=20 --name hero-e20 \
+        --storage runs/replication-e20
 
-Flags after ``--`` go to every search. Writes ``replication.md``, ``replication.json`` and
-``replication.png`` to ``--out`` (default ``<storage>/<game>-<profile>-replication``) and records
-the replication as one MLflow run. Exit 0 when every search finished, 3 when some did not
+Flags after ``--`` go to every search; so do ``--set KEY=VALUE`` (checked once, before any
+search starts, and against the searches already in --storage) and ``--experiment``. ``--name``
+names the replication, not its searches (their run folders stay ``<game>-<profile>-seed<r>``,
+which is how it finds them: a replication with other --set needs its own --storage). Writes
+``replication.md``, ``replication.json`` and ``replication.png`` to ``--out`` (default
+``<storage>/<name>``, ``<storage>/<game>-<profile>-replication`` without --name) and records
+the replication as one MLflow run (named --name, in --experiment, default ``focus-tune/<game>``). Exit 0 when every search finished, 3 when some did not
 (failed: their logs are named), 130 after Ctrl-C (the finished searches are aggregated; the
 same command resumes the others).
 """
@@ -16,9 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
+from ..cli import version_text
+from ..config import ConfigError, override_text, parse_override
 from ..data import GAMES
 from ..interrupt import EXIT_INTERRUPTED
 from ..names import PROFILES
@@ -26,6 +35,7 @@ from .figure import plot_replication
 from .markdown import markdown
 from .regime import regime
 from .runner import Job, Runner
+from ..state import OVERRIDES_KEY, read_state
 from .summary import finished, read_run, run_dir, seed_list, store_uri, summarize
 
 EXIT_INCOMPLETE = 3
@@ -53,6 +63,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--tracking-uri", help="the MLflow store of the replication's run (default: sqlite:///mlflow.db "
                                            "in the working directory); each search logs to its own store in --storage")
     ap.add_argument("--aggregate-only", action="store_true", help="read the finished run folders, run nothing")
+    ap.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
+                    help="override a key of every search's search space (as the search's --set; repeatable)")
+    ap.add_argument("--name", help="the replication's name: its --out folder under --storage and its MLflow run "
+                                   "(default <game>-<profile>-replication); the searches keep their own names")
+    ap.add_argument("--experiment", help="the MLflow experiment of the replication's run and of every search's "
+                                         "parent run (default focus-tune/<game>)")
+    ap.add_argument("--version", action="version", version=version_text())
     args = ap.parse_args(argv)
     try:
         args.seed_list = seed_list(args.seeds) if args.seeds else list(range(args.runs if args.runs is not None else 5))
@@ -72,12 +89,45 @@ def parse(argv: list[str]) -> argparse.Namespace:
             args.game = scenario_of(args.data)
         except DataError as err:
             ap.error(str(err))
-    args.search_args = search_args
-    for flag in ("--game", "--data", "--profile", "--seed", "--storage", "--tracking-uri", "--resume"):
+    for flag in ("--game", "--data", "--profile", "--seed", "--storage", "--tracking-uri", "--resume", "--name",
+                 "--set", "--experiment"):
         if flag in search_args:
-            ap.error(f"{flag} after -- : the replication sets it for every search")
-    args.out = args.out or args.storage / f"{args.game}-{args.profile}-replication"
+            ap.error(f"{flag} after -- : the replication sets it for every search (--set and --experiment: give them "
+                     "to the replication, before --)")
+    if args.name is not None and (not args.name.strip() or "/" in args.name):
+        ap.error(f"--name {args.name!r}: a folder's name, not empty and without '/'")
+    try:
+        args.overrides = [parse_override(text) for text in args.overrides]
+    except ConfigError as err:
+        ap.error(str(err))
+    sets = [flag for key, value in args.overrides for flag in ("--set", override_text(key, value))]
+    experiment = ["--experiment", args.experiment] if args.experiment is not None else []
+    args.search_args = [*sets, *experiment, *search_args]
+    args.out = args.out or args.storage / (args.name or f"{args.game}-{args.profile}-replication")
     return args
+
+
+def check_searches(args, jobs: list[Job]) -> str | None:
+    """Why the searches cannot run as asked, or None: their flags as the search checks them (one
+    ``--print-config`` of the first, which loads its search space with the --set overrides), and
+    every search already in --storage made with the same --set (a finished one is not run again)."""
+    probe = subprocess.run([*jobs[0].command(), "--print-config"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines() or [f"exit status {probe.returncode}"]
+        return f"the searches' flags: {lines[-1].removeprefix('error: ')}"
+    asked = json.loads(json.dumps(dict(args.overrides)))  # as a search state records them
+    for job in jobs:
+        state = read_state(job.folder)
+        if state is None:
+            continue
+        made = state.fingerprint.get(OVERRIDES_KEY, {})  # absent: made without --set
+        if made != asked:
+            def flags(d):
+                return " ".join(f"--set {override_text(k, v)}" for k, v in d.items()) or "no --set"
+
+            return (f"seed {job.seed}'s search in {job.folder} was made with {flags(made)}, this replication gives "
+                    f"{flags(asked)}: use another --storage for it")
+    return None
 
 
 def aggregate(args) -> dict | None:
@@ -112,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         args.storage.mkdir(parents=True, exist_ok=True)
         jobs = [Job(args.game, args.profile, s, args.storage, None, tuple(args.search_args), args.data)
                 for s in args.seed_list]
+        problem = check_searches(args, jobs)
+        if problem is not None:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         print(f"focus-tune replicate: {args.game} ({args.profile}), {len(jobs)} searches (seeds "
               f"{', '.join(map(str, args.seed_list))}), {args.parallel} at a time; run folders in {args.storage}",
               flush=True)
@@ -128,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     status = "FINISHED" if not missing else ("KILLED" if not complete else "FAILED")
     from .record import record
 
-    run_id, ui = record(args.tracking_uri, args.game, args.profile, args.storage, args.out, summary, status)
+    run_id, ui = record(args.tracking_uri, args.game, args.profile, args.storage, args.out, summary, status,
+                        name=args.name, experiment=args.experiment)
     print((args.out / "replication.md").read_text())
     print(f"replication of {summary['runs']} searches: {args.out / 'replication.md'}, replication.png, replication.json")
     print(f"MLflow run {run_id} ({status}): {ui}")

@@ -1,7 +1,7 @@
 """The replication in MLflow: one run (tag ``kind`` = ``replication``) in the scenario's
-experiment (``focus-tune/<game>``, beside its searches), whose artifacts are the
-replication's table and figure and each search's report, and which names the R search runs
-it summarizes (tags ``search.seed<r>``: their tracking URI and parent run id).
+experiment (``focus-tune/<game>``, beside its searches, or the one --experiment names), whose
+artifacts are the replication's table and figure and each search's report, and which names the
+R search runs it summarizes (tags ``search.seed<r>``: their tracking URI and parent run id).
 
 The same command run again (resumed, or with more searches) updates the same run: it is
 found by its ``replication_key`` tag (storage folder, game, profile). Its pooled paired
@@ -46,8 +46,9 @@ def description(game: str, profile: str, summary: dict, storage: Path) -> str:
 
 
 def record(uri: str | None, game: str, profile: str, storage: Path, out: Path, summary: dict,
-           status: str) -> tuple[str, str]:
-    """Log (or update) the replication's run; returns (run id, how to open its experiment in the UI)."""
+           status: str, name: str | None = None, experiment: str | None = None) -> tuple[str, str]:
+    """Log (or update) the replication's run, named ``name`` (default ``replication-<game>-<profile>``)
+    in ``experiment`` (default ``focus-tune/<game>``); returns (run id, how to open its experiment in the UI)."""
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "1")
     from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
@@ -55,17 +56,17 @@ def record(uri: str | None, game: str, profile: str, storage: Path, out: Path, s
     uri = tracking_uri(uri)
     create_local_store(uri)
     client = MlflowClient(uri)
-    name = f"focus-tune/{game}"
-    exp = client.get_experiment_by_name(name)
-    exp_id = exp.experiment_id if exp else client.create_experiment(name)
-    key = f"{storage.resolve()}|{game}|{profile}"
+    experiment = experiment if experiment is not None else f"focus-tune/{game}"
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    key = f"{storage.resolve()}|{game}|{profile}" + (f"|{name}" if name is not None else "")
     found = client.search_runs([exp_id], filter_string=f"tags.kind = '{KIND}'", max_results=1000)
     found = [r for r in found if r.data.tags.get("replication_key") == key]
     if found:
         run_id = found[0].info.run_id
         client.update_run(run_id, status="RUNNING")
     else:
-        run_id = client.create_run(exp_id, run_name=f"replication-{game}-{profile}",
+        run_id = client.create_run(exp_id, run_name=name if name is not None else f"replication-{game}-{profile}",
                                    tags={**context_tags(), "kind": KIND, "replication_key": key}).info.run_id
     tags = {"game": game, "profile": profile, "runs": str(summary["runs"]),
             "seeds": ",".join(map(str, summary["seeds"])), "storage": str(storage.resolve()),

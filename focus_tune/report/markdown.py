@@ -49,10 +49,14 @@ def label_noise_lines(finals: Mapping) -> list[str]:
             "(and the families against each other), not against 0.", ""]
 
 
-def _header_lines(game: str, profile: str) -> list[str]:
+def _header_lines(game: str, profile: str, overrides: Sequence[str] = ()) -> list[str]:
+    """The title and how to read the tables; ``overrides``: the search's ``--set KEY=VALUE``
+    texts, named under the title (nothing when there are none)."""
+    changed = ["Search space changed on the command line: " + ", ".join(f"`--set {o}`" for o in overrides) + ".", ""]
     return [
         f"# foCus regularization search: {game} ({profile} profile)",
         "",
+        *(changed if overrides else []),
         "Test set, final models (last epoch) retrained once per seed. Each cell: mean ± standard "
         "error over seeds (SE = sample standard deviation, ddof=1, / sqrt(n)); a single seed shows "
         "the mean alone, `n/a` means no value, and `(n=k)` marks a cell with values from only k seeds. "
@@ -164,10 +168,11 @@ def _figure_lines() -> list[str]:
 
 def results_markdown(game: str, profile: str, families: Sequence[str], skipped: Sequence[str], finals: Mapping,
                      schedules: Mapping[str, str], condition: str, search: Mapping | None = None,
-                     data_notes: Sequence[str] = ()) -> str:
+                     data_notes: Sequence[str] = (), overrides: Sequence[str] = ()) -> str:
     """The text of results.md (see :func:`focus_tune.report.write_report`)."""
     marginal = shown_columns(MARGINAL, families, finals)
-    lines = _header_lines(game, profile) + _schedule_lines(families, finals, schedules) + _skipped_lines(skipped)
+    lines = (_header_lines(game, profile, overrides) + _schedule_lines(families, finals, schedules)
+             + _skipped_lines(skipped))
     if data_notes:
         lines += ["## Data", ""] + [line for note in data_notes for line in (note, "")]
     lines += _section("Marginal", marginal, families, finals, "No marginal results.")

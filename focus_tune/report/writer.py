@@ -42,6 +42,7 @@ def write_report(
     condition_class: int,
     search: Mapping | None = None,
     data_notes: Sequence[str] = (),
+    overrides: Sequence[str] = (),
 ) -> Report:
     """Write results.md, results.csv and the three figures into ``out_dir``; return a :class:`Report`.
 
@@ -54,6 +55,7 @@ def write_report(
     :mod:`focus_tune.report.figures`); ``schedules`` maps a family to its compact schedule
     string. A family with no result is skipped with a note; missing or NaN metrics read ``n/a``.
     ``data_notes``: paragraphs on the data (absent reference rows, censoring), under "Data".
+    ``overrides``: the search's ``--set KEY=VALUE`` texts, named under the title.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -63,7 +65,8 @@ def write_report(
     condition = class_name(class_names, condition_class)
     title = f"{game} ({profile})"
 
-    markdown = results_markdown(game, profile, families, skipped, finals, schedules, condition, search, data_notes)
+    markdown = results_markdown(game, profile, families, skipped, finals, schedules, condition, search, data_notes,
+                                overrides)
     md_path = out_dir / "results.md"
     write_atomic(md_path, markdown)
     csv_path = out_dir / "results.csv"

@@ -6,15 +6,15 @@ from __future__ import annotations
 import dataclasses
 
 from ..atomic import short
-from ..config import ConfigError, SearchConfig, load_search_config, space_path
+from ..config import ConfigError, SearchConfig, apply_overrides, load_search_config, space_path
 from ..data import DataError
 from ..job import Splits
 from .cli import SearchOptions
 
 
 def load_config(opts: SearchOptions) -> SearchConfig:
-    """The search space of --game (or --space) under --profile, with --final-seeds applied; a
-    dataset of one's own without --space gets the generic one (``focus_tune.generic_space``)."""
+    """The search space of --game (or --space) under --profile, with --set and --final-seeds
+    applied; a dataset of one's own without --space gets the generic one (``focus_tune.generic_space``)."""
     if opts.space is not None:
         cfg = load_search_config(opts.space, opts.profile)
     elif opts.builtin:
@@ -26,6 +26,7 @@ def load_config(opts: SearchOptions) -> SearchConfig:
         cfg = generic_config(opts.game, read_manifest(opts.data).length, opts.profile)
     if cfg.game != opts.game:
         raise ConfigError(f"{cfg.source}: game {short(cfg.game)} does not match --game {opts.game}")
+    cfg = apply_overrides(cfg, opts.overrides)
     if opts.final_seeds is not None:
         cfg = dataclasses.replace(cfg, final_seeds=opts.final_seeds)
     return cfg

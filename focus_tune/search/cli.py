@@ -4,11 +4,13 @@ typed :class:`SearchOptions` the rest of the search reads (the argparse namespac
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
-from ..cli import OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number
+from ..cli import OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number, version_text
+from ..config import parse_override
 from ..data import GAMES
 from ..names import JOINT_SEARCHES, PROFILES
 from .storage import SearchError
@@ -42,11 +44,29 @@ class SearchOptions:
     cluster_gpus: int | None
     trial_minutes: float | None
     print_config: bool = False
+    overrides: tuple[tuple[str, Any], ...] = ()  # --set KEY=VALUE, in order (config.apply_overrides)
+    name: str | None = None  # the run folder's and the MLflow parent run's name
+    experiment: str | None = None  # the MLflow experiment
 
     @property
     def builtin(self) -> bool:
         """Whether the scenario is a built-in one (its packaged search space and GPU rates apply)."""
         return self.game in GAMES
+
+    @property
+    def folder_name(self) -> str:
+        """The run folder's name under --storage: --name, or ``<scenario>-<profile>-seed<s>``."""
+        return self.name if self.name is not None else f"{self.game}-{self.profile}-seed{self.seed}"
+
+    @property
+    def parent_run_name(self) -> str:
+        """The MLflow parent run's name: --name, or ``search-<profile>-seed<s>``."""
+        return self.name if self.name is not None else f"search-{self.profile}-seed{self.seed}"
+
+    @property
+    def experiment_name(self) -> str:
+        """The MLflow experiment: --experiment, or ``focus-tune/<scenario>``."""
+        return self.experiment if self.experiment is not None else f"focus-tune/{self.game}"
 
 
 def parse_options(argv: Sequence[str] | None = None) -> SearchOptions:
@@ -60,6 +80,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SearchOptions:
         from ..scenarios import scenario_of
 
         args["game"] = scenario_of(args["data"])
+    args["overrides"] = tuple(parse_override(text) for text in args["overrides"])  # a ConfigError names a bad one
     options = SearchOptions(**args)
     check_flags(options)
     return options
@@ -117,8 +138,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-retries", type=non_negative_int, default=2,
                    help="retries of a crashed trial from its checkpoint")
     p.add_argument("--dry-run", action="store_true", help="print the trial plan and its cost, run nothing")
+    p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
+                   help="override one key of the resolved search space, e.g. train.epochs=5, grid.lambdas=[0.01,0.1], "
+                        "final_seeds=2 (the value read as YAML; repeatable; checked as the file is; docs/CONFIG.md "
+                        "lists the keys); recorded in the search state, the MLflow parent run (set.KEY) and the report")
     p.add_argument("--print-config", action="store_true",
-                   help="print the resolved search space as YAML (a file --space reads) and exit")
+                   help="print the resolved search space as YAML (a file --space reads), --set applied, and exit")
+    p.add_argument("--name", type=run_name,
+                   help="the run folder's name under --storage and the MLflow parent run's "
+                        "(default: <scenario>-<profile>-seed<seed>)")
+    p.add_argument("--experiment", type=experiment_name,
+                   help="the MLflow experiment (default: focus-tune/<scenario>)")
+    p.add_argument("--version", action="version", version=version_text())
     p.add_argument("--cluster-gpus", type=positive_int,
                    help="with --dry-run: estimate wall time and GPU-hours on this many GPUs")
     p.add_argument("--trial-minutes", type=positive_number,
@@ -135,6 +166,21 @@ def pack_size(text: str) -> int | str:
         return positive_int(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text[:40]!r}") from None
+
+
+def run_name(text: str) -> str:
+    """``--name``: it names a folder, so 1 to 100 letters, digits, '_', '-' or '.', not starting with '.' or '-'."""
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a run folder's name: 1 to 100 letters, digits, '_', '-' or "
+                                         "'.', starting with a letter, digit or '_'")
+    return text
+
+
+def experiment_name(text: str) -> str:
+    """``--experiment``: an MLflow experiment's name, not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an MLflow experiment's name, not empty")
+    return text
 
 
 def registered_name(text: str) -> str:
@@ -154,6 +200,8 @@ def check_flags(args: SearchOptions) -> None:
     if args.cluster_gpus is not None and args.gpus_per_trial > args.cluster_gpus:
         raise SearchError(f"--gpus-per-trial {args.gpus_per_trial:g} is more than --cluster-gpus {args.cluster_gpus}: "
                           "no trial could ever start")
+    if args.final_seeds is not None and any(key == "final_seeds" for key, _ in args.overrides):
+        raise SearchError("--final-seeds and --set final_seeds say the same: give one of them")
     if args.joint_budget is not None and args.joint_search != "optuna":
         raise SearchError("--joint-budget is the budget of --joint-search optuna; the grid trains every candidate")
     if args.data is not None and not args.data.is_dir():

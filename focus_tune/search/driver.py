@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -25,8 +24,8 @@ from . import ray_runtime
 from .checks import check_game, load_config, load_splits
 from .cli import SearchOptions, parse_options
 from .lock import SearchLock
-from .storage import (STATE_FILE, SearchError, SearchState, check_storage, remove_if_empty, run_dir,
-                      tune_storage)
+from .storage import (STATE_FILE, SearchError, SearchState, check_resumable, check_storage, fingerprint,
+                      remove_if_empty, run_dir, tune_storage)
 
 
 def main(argv: list[str] | None = None, trainable=None) -> int:
@@ -61,17 +60,14 @@ def prepare(opts: SearchOptions) -> Prepared:
     check_game(dataset.manifest, opts, data_path)
     splits = load_splits(dataset)
     folder = run_dir(opts)
-    fingerprint = {"config": cfg.to_dict(), "data": str(Path(data_path).resolve()), "files": dataset.manifest.files,
-                   "joint_search": opts.joint_search, "joint_budget": opts.joint_budget}
-    fingerprint = json.loads(json.dumps(fingerprint, default=str))
+    made = fingerprint(opts, cfg, data_path, dataset.manifest.files)
     state_path = folder / STATE_FILE
     if state_path.exists() and not opts.resume:
         raise SearchError(f"a search already exists in {folder}; pass --resume to continue it, "
-                          f"or --storage/--seed for a new one")
-    if opts.resume and state_path.exists() and SearchState.load(state_path).fingerprint != fingerprint:
-        raise SearchError(f"{state_path} was made with another config or dataset; "
-                          f"resume with the same arguments or start a new --storage")
-    return Prepared(cfg, Path(data_path), dataset, splits, folder, fingerprint)
+                          f"or --name (or --storage, --seed) for a new one")
+    if opts.resume and state_path.exists():
+        check_resumable(state_path, SearchState.load(state_path).fingerprint, made)
+    return Prepared(cfg, Path(data_path), dataset, splits, folder, made)
 
 
 def run(opts: SearchOptions, trainable=None) -> int:
@@ -81,7 +77,7 @@ def run(opts: SearchOptions, trainable=None) -> int:
     if opts.print_config:
         from ..config import dump_search_config
 
-        print(dump_search_config(load_config(opts)), end="")
+        print(dump_search_config(load_config(opts), opts.overrides), end="")
         return 0
     if opts.dry_run:
         from .dry_run import dry_run
@@ -132,8 +128,8 @@ def open_tracker(opts: SearchOptions, parent_run_id, folder: Path):
     from ..tracking import Tracker
 
     try:
-        return Tracker(opts.tracking_uri, experiment=f"focus-tune/{opts.game}",
-                       run_name=f"search-{opts.profile}-seed{opts.seed}", parent_run_id=parent_run_id,
+        return Tracker(opts.tracking_uri, experiment=opts.experiment_name, run_name=opts.parent_run_name,
+                       parent_run_id=parent_run_id,
                        unsent=folder / UNSENT_FILE)
     except SearchError:
         raise
@@ -161,7 +157,7 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
         ray_runtime.wait_for_earlier_drivers(state.drivers)
     state.drivers.append(ray_runtime.driver_record(state.attempts))
     state.save()
-    print(f"MLflow: experiment focus-tune/{opts.game}, run {tracker.parent_run_id} | watch it: "
+    print(f"MLflow: experiment {opts.experiment_name}, run {tracker.parent_run_id} | watch it: "
           f"{ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
     progress = None
     try:
@@ -170,7 +166,8 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
                                        "joint_search": opts.joint_search, "joint_budget": opts.joint_budget,
                                        "data": str(prep.data_path), "run_folder": str(folder.resolve()),
                                        **{f"grid.{k}": v for k, v in cfg.to_dict()["grid"].items()},
-                                       **{f"train.{k}": v for k, v in cfg.to_dict()["train"].items()}})
+                                       **{f"train.{k}": v for k, v in cfg.to_dict()["train"].items()},
+                                       **{f"set.{k}": v for k, v in opts.overrides}})
         else:
             tracker.reopen()
             tracker.send_unsent()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..atomic import fsync_path, write_atomic
+from ..config import override_text
 from ..job import PER_ENTRY_FILE, DataInfo
 from ..names import HEADLINE_METRICS, REFERENCE_HEADLINE
 
@@ -63,7 +64,8 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     search = search_trace(plan, state.results, tracker.metric_histories("val/ece"),
                           score=f"validation marginal {SELECT_NAMES[cfg.train.select_by]}", stopped=state.stopped)
     report = write_report(out, opts.game, opts.profile, finals, schedules, m.class_names, m.condition_class,
-                          search=search, data_notes=data_notes(dataset, finals))
+                          search=search, data_notes=data_notes(dataset, finals),
+                          overrides=[override_text(k, v) for k, v in opts.overrides])
     eff = cost.efficiency(plan, state.results, state.trial_seconds, sum(state.fit_seconds), state.slots)
     write_atomic(out / "efficiency.json", json.dumps(eff, indent=1))
     report.summary["search/efficiency"] = eff["ratio"]

@@ -6,24 +6,63 @@ here; Ray Tune's own experiment snapshot is periodic, which cannot give the stat
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from ..atomic import short
-from ..state import STATE_FILE, SearchError, SearchState, read_state
+from ..config import override_text
+from ..state import EXPERIMENT_KEY, OVERRIDES_KEY, STATE_FILE, SearchError, SearchState, read_state
 
-__all__ = ["STATE_FILE", "SearchError", "SearchState", "check_storage", "checkpoint_uri", "is_uri", "read_state",
-           "remove_if_empty", "run_dir", "tune_storage"]
+__all__ = ["STATE_FILE", "SearchError", "SearchState", "check_resumable", "check_storage", "checkpoint_uri",
+           "fingerprint", "is_uri", "read_state", "remove_if_empty", "run_dir", "tune_storage"]
 
 def is_uri(storage: str) -> bool:
     return "://" in storage
 
 
 def run_dir(opts) -> Path:
-    """Where the search state and the report live (``opts``: the search's options, storage,
-    game, profile and seed): under --storage, or runs/ for a URI storage."""
+    """Where the search state and the report live (``opts``: the search's options, with its
+    storage and ``folder_name``): under --storage, or runs/ for a URI storage."""
     base = Path("runs") if is_uri(opts.storage) else Path(opts.storage)
-    return base / f"{opts.game}-{opts.profile}-seed{opts.seed}"
+    return base / opts.folder_name
+
+
+def fingerprint(opts, cfg, data_path: Path, files) -> dict:
+    """What a resumed search must share with the search it continues (JSON types): the resolved
+    config, the dataset (folder, files), the joint stage's method and, where given, the --set
+    overrides (config.apply_overrides) and the --experiment its MLflow runs are in."""
+    d = {"config": cfg.to_dict(), "data": str(Path(data_path).resolve()), "files": files,
+         "joint_search": opts.joint_search, "joint_budget": opts.joint_budget}
+    if opts.overrides:
+        d[OVERRIDES_KEY] = dict(opts.overrides)
+    if opts.experiment is not None:
+        d[EXPERIMENT_KEY] = opts.experiment
+    return json.loads(json.dumps(d, default=str))
+
+
+def check_resumable(state_path: Path, recorded: dict, now: dict) -> None:
+    """Refuse to resume the search of ``state_path`` (fingerprint ``recorded``) with another
+    fingerprint: a --set override or an --experiment that differs by name, else as another
+    config or dataset."""
+    if recorded == now:
+        return
+    differ = []
+    was, given = recorded.get(OVERRIDES_KEY, {}), now.get(OVERRIDES_KEY, {})  # absent: made without --set
+    for key in sorted(set(was) | set(given)):
+        if (key in was, was.get(key)) != (key in given, given.get(key)):
+            made = f"--set {override_text(key, was[key])}" if key in was else f"no --set {key}"
+            asked = f"--set {override_text(key, given[key])}" if key in given else f"no --set {key}"
+            differ.append(f"it was made with {made}, this command gives {asked}")
+    if recorded.get(EXPERIMENT_KEY) != now.get(EXPERIMENT_KEY):  # absent: focus-tune/<scenario>
+        made, asked = (f"--experiment {d[EXPERIMENT_KEY]}" if EXPERIMENT_KEY in d else "no --experiment"
+                       for d in (recorded, now))
+        differ.append(f"its MLflow runs are in {made}, this command gives {asked}")
+    if differ:
+        raise SearchError(f"{state_path}: cannot resume: {'; '.join(differ)}; resume with the flags it was made "
+                          "with, or start another search with --name NAME")
+    raise SearchError(f"{state_path} was made with another config or dataset; resume with the same arguments, "
+                      "or start another search with --name NAME (or another --storage)")
 
 
 def tune_storage(storage: str, folder: Path) -> str:
