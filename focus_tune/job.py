@@ -19,6 +19,7 @@ from .data.store import Split
 from .plan import TrialSpec
 
 CONFIG_KEY = "job"  # the key of the TrialJob in a Tune trial's config
+SUMMARY_KEY = "trial"  # beside it: the job as plain values, for Ray Tune's own logs (job_summary)
 PER_ENTRY_FILE = "test_per_entry.json"  # a final's per-entry test arrays, in its reported checkpoint
 # The result key of a validation's per-item influences on its score (metrics.item_influence):
 # the float32 array, base64, so that a stage decision can weigh a difference by its noise.
@@ -131,6 +132,17 @@ MEMBERS_KEY = "members"
 def pack_result(members: dict[str, dict], **shared) -> dict:
     """A pack's report: the members' results (trial id -> result) and the pack's own keys."""
     return {**shared, MEMBERS_KEY: json.dumps(members)}
+
+
+def job_summary(job: "TrialJob | PackJob") -> dict:
+    """What a trial runs as flat, JSON-plain values: for Ray Tune's own logs (each trial's
+    params.json; ``ExperimentAnalysis(...).dataframe()``'s ``config/trial/...`` columns), where
+    the job itself is an object. The driver and the trainable read the job, never this."""
+    if isinstance(job, PackJob):
+        return {"trial_id": job.trial_id, "members": [member.trial_id for member in job.jobs]}
+    spec = job.spec
+    return {"trial_id": spec.trial_id, "stage": spec.stage, "family": spec.family, **spec.params,
+            "evaluates": spec.source_trial}
 
 
 def job_of(trial) -> "TrialJob | PackJob":

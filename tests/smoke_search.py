@@ -30,5 +30,5 @@ def finish(proc: subprocess.Popen, timeout: float = 420) -> str:
     return out
 
 
-def state_of(workdir: Path) -> dict:
-    return json.loads((workdir / "runs" / RUN / "search_state.json").read_text())
+def state_of(workdir: Path, run: str = RUN) -> dict:
+    return json.loads((workdir / "runs" / run / "search_state.json").read_text())

@@ -6,7 +6,8 @@ resumed one without retraining what was done. Faults (test-only switch, see
 smoke_search.py): one trial raises once mid-training (retried from its checkpoint), one
 trial's loss turns NaN (fails with that reason; its stage picks among the others).
 The whole search is one Ray Tune experiment (folder ``search``; a resumed driver's is
-``search-attempt2``).
+``search-attempt2``), which Ray Tune's own ``ExperimentAnalysis`` reads. The killed and resumed
+search is also the one that runs with ``--name``, ``--experiment`` and ``--tensorboard``.
 """
 
 import json
@@ -27,9 +28,9 @@ def uninterrupted(smoke_search):
     return smoke_search.work, smoke_search.out, smoke_search.seconds
 
 
-def children(workdir: Path):
+def children(workdir: Path, experiment: str = f"focus-tune/{GAME}"):
     client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
-    exp = client.get_experiment_by_name(f"focus-tune/{GAME}")
+    exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     parents = [r for r in runs if r.data.tags.get("kind") == "search"]
     kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
@@ -126,11 +127,15 @@ def test_faults_retry_and_nan(uninterrupted):
 
 
 def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
+    """Run as ``--name mytry --experiment my-exp --tensorboard --set train.ece_bins=10`` (the
+    value it has: the same numbers): the run folder runs/mytry, the MLflow experiment my-exp and
+    parent run mytry with the override as a param, TensorBoard event files in the trials' folders."""
     plain, _, _ = uninterrupted
     work = tmp_path / "killed"
     work.mkdir()
-    proc = cli(work, start_new_session=True)
-    state_file = work / "runs" / RUN / "search_state.json"
+    named = ("--name", "mytry", "--experiment", "my-exp", "--tensorboard", "--set", "train.ece_bins=10")
+    proc = cli(work, *named, start_new_session=True)
+    state_file = work / "runs" / "mytry" / "search_state.json"
     deadline = time.time() + 300
     # Kill the whole driver (and the Ray it started) once five trials have finished.
     while time.time() < deadline:
@@ -150,20 +155,52 @@ def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
     before = json.loads(state_file.read_text())["results"]
     assert not all(k in before for k in state_of(plain)["results"]), "killed too late to test a resume"
 
-    out = finish(cli(work, "--resume"))
-    assert "resuming:" in out
-    after = state_of(work)
+    out = finish(cli(work, "--resume", *named))
+    assert "resuming:" in out and "MLflow: experiment my-exp, run" in out
+    after = state_of(work, "mytry")
     assert after["results"] == state_of(plain)["results"], "same scores and winners as the uninterrupted run"
     # Nothing that had finished was trained again: each trial has one folder across the
     # experiments of the two drivers (search, search-attempt2).
+    run = work / "runs" / "mytry"
     for tid, score in before.items():
-        dirs = [d for d in (work / "runs" / RUN).glob(f"search*/{tid}") if d.is_dir()]
+        dirs = [d for d in run.glob(f"search*/{tid}") if d.is_dir()]
         assert len(dirs) == 1, (tid, dirs)
     resumed_lines = [line for line in out.splitlines() if line.strip().startswith("[")]
     for tid in before:
         assert not any(f" {tid}:" in line for line in resumed_lines), f"{tid} was retrained"
-    _, kids = children(work)
+    parents, kids = children(work, "my-exp")
     assert sorted(k.data.tags["trial_id"] for k in kids) == sorted(after["results"])
+    assert [p.info.run_name for p in parents] == ["mytry"] and parents[0].info.status == "FINISHED"
+    assert parents[0].data.params["set.train.ece_bins"] == "10"
+    assert "Search space changed on the command line: `--set train.ece_bins=10`." in (
+        run / "report" / "results.md").read_text()
+    assert MlflowClient(f"sqlite:///{work / 'mlflow.db'}").get_experiment_by_name(f"focus-tune/{GAME}") is None
+    assert not (work / "runs" / RUN).exists() and (run / "report" / "results.csv").is_file()
+    # Tune copies its trial logs into the run folder from time to time and at the end: the
+    # resumed driver's trials have theirs (the killed driver's last seconds may be lost).
+    events = {d.parent.name for d in run.glob("search-attempt2/*/events.out.tfevents.*")}
+    assert set(after["results"]) - set(before) <= events, sorted(set(after["results"]) - set(before) - events)
+
+
+def test_ray_tune_analysis_reads_every_trial(smoke_search):
+    """Ray Tune's own tools read the search's experiment folder (its JSON logger is on): every
+    trial's reported metrics, and its config as plain columns beside the job."""
+    from ray.tune import ExperimentAnalysis
+
+    state = state_of(smoke_search.work)
+    analysis = ExperimentAnalysis(str((smoke_search.work / "runs" / RUN / "search").resolve()))
+    df = analysis.dataframe().set_index("config/trial/trial_id")
+    reported = {tid for tid, score in state["results"].items() if score is not None}
+    assert reported <= set(df.index), sorted(reported - set(df.index))
+    trained = df[df["config/trial/evaluates"].isna()]
+    for tid in reported & set(trained.index):  # each training's last val/ece is its recorded score (select_by ece)
+        assert trained.loc[tid, "val/ece"] == pytest.approx(state["results"][tid]), tid
+    evaluated = df[df["config/trial/evaluates"].notna()]
+    assert len(evaluated) == 3 and evaluated["test/marginal/ece"].notna().all()
+    assert {"config/trial/stage", "config/trial/family", "config/trial/schedule", "config/trial/seed"} <= set(df.columns)
+    best = analysis.get_best_trial(metric="val/ece", mode="min")
+    assert best.last_result["val/ece"] == pytest.approx(trained["val/ece"].min())
+    assert best.config["trial"]["trial_id"] == best.config["job"].trial_id
 
 
 def test_trial_actors_carry_no_runtime_env_and_ray_starts_no_idle_worker(smoke_search):

@@ -47,6 +47,7 @@ class SearchOptions:
     overrides: tuple[tuple[str, Any], ...] = ()  # --set KEY=VALUE, in order (config.apply_overrides)
     name: str | None = None  # the run folder's and the MLflow parent run's name
     experiment: str | None = None  # the MLflow experiment
+    tensorboard: bool = False  # Ray Tune's TensorBoard event files in each trial's folder
 
     @property
     def builtin(self) -> bool:
@@ -149,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: <scenario>-<profile>-seed<seed>)")
     p.add_argument("--experiment", type=experiment_name,
                    help="the MLflow experiment (default: focus-tune/<scenario>)")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="also write Ray Tune's TensorBoard event files into each trial's folder "
+                        "(tensorboard --logdir <run folder>/search); Tune's JSON logs are always written")
     p.add_argument("--version", action="version", version=version_text())
     p.add_argument("--cluster-gpus", type=positive_int,
                    help="with --dry-run: estimate wall time and GPU-hours on this many GPUs")

@@ -320,7 +320,8 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
         run_config=tune.RunConfig(
             name=name,
             storage_path=tune_storage(opts.storage, folder),
-            callbacks=[mlflow_callback, StateCallback(state, progress, on_full=searcher.stop_for)],
+            callbacks=[mlflow_callback, StateCallback(state, progress, on_full=searcher.stop_for),
+                       *ray_runtime.tune_loggers(opts.tensorboard)],
             failure_config=tune.FailureConfig(max_failures=opts.max_retries),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             stop=ray_runtime.interrupt_stopper(),

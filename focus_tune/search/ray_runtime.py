@@ -18,10 +18,21 @@ from .storage import SearchError, is_uri
 def quiet() -> None:
     """Keep the terminal for our progress lines: Ray's and MLflow's chatter goes to their logs."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no experiment banner and TensorBoard hint
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no TensorBoard/CSV loggers
+    # Tune's automatic loggers off (CSV, TensorBoard, JSON): the search passes the ones it wants (tune_loggers).
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     for name in ("mlflow", "alembic", "ray", "ray.tune"):
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module="mlflow")
+
+
+def tune_loggers(tensorboard: bool) -> list:
+    """Ray Tune's own loggers of a search's experiment folder: the JSON logger always (each trial's
+    result.json and params.json, which ``ray.tune.ExperimentAnalysis`` reads; docs/BENCHMARKS.md
+    has its cost), TensorBoard's event files with ``--tensorboard``. The CSV logger stays off
+    (:func:`quiet`): it would repeat result.json."""
+    from ray.tune.logger import JsonLoggerCallback, TBXLoggerCallback
+
+    return [JsonLoggerCallback(), TBXLoggerCallback()] if tensorboard else [JsonLoggerCallback()]
 
 
 class _HideReported(logging.Filter):

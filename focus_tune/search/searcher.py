@@ -21,7 +21,8 @@ from ray.tune.search import Searcher
 
 from ..atomic import disk_full
 from ..interrupt import INTERRUPT
-from ..job import DISK_FULL_KEY, INFLUENCE_KEY, PackJob, TrialJob, jobs_of, member_results
+from ..job import (CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, SUMMARY_KEY, PackJob, TrialJob, job_summary, jobs_of,
+                   member_results)
 from ..names import TS_PREFIX
 from ..plan import SearchPlan, StageFailed, TrialSpec, priority
 from ..racing import Lost, losers
@@ -99,7 +100,7 @@ class PlanSearcher(Searcher):
         self.live[trial_id] = job
         for member in jobs_of(job):
             self.on_handout(member)
-        return {"job": job}
+        return {CONFIG_KEY: job, SUMMARY_KEY: job_summary(job)}
 
     def _running(self) -> set[str]:
         return {member.trial_id for job in self.live.values() for member in jobs_of(job)}
