@@ -150,7 +150,8 @@ def aggregate(args) -> dict | None:
     (args.out / "replication.json").write_text(json.dumps(summary, indent=1))
     title = f"{args.game} ({args.profile}): {summary['runs']} replicated searches"
     plot_replication(args.out / "replication.png", summary, title)
-    text = markdown(args.game, args.profile, summary, args.search_args, figure="replication.png")
+    text = markdown(args.game, args.profile, summary, args.search_args, figure="replication.png",
+                    data=None if args.data is None else str(args.data))
     (args.out / "replication.md").write_text(text)
     return summary
 
