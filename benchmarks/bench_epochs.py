@@ -35,8 +35,9 @@ from focus_tune import metrics
 from focus_tune.baselines import ImageBlind
 from focus_tune.data import ensure_dataset, load_dataset
 from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import ESTIMATORS, evaluate
+from focus_tune.evaluation import evaluate
 from focus_tune.model import Simulator
+from focus_tune.names import ESTIMATORS
 from focus_tune.regularization import LambdaSchedule
 from focus_tune.replicate.summary import seed_list
 from focus_tune.train import LearningRate, seed_everything, train_one_epoch

@@ -80,7 +80,7 @@ def main() -> None:
             predictors = {
                 "exact": truth.marginals(),
                 "oracle counted": marginal_probs(samples, m.num_classes),
-                "oracle Rao-Blackwell": rao_blackwell(samples, along, m.event_class)[0],
+                "oracle Rao-Blackwell": rao_blackwell(samples, along, m.event_class).marginals,
             }
             redraws = [truth.draw(1, rng)[0][:, 0] for _ in range(args.draws)]
             print(f"\n{game} {args.profile} {split_name}: n = {len(labels)} items, L = {m.length}")

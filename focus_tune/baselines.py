@@ -2,7 +2,7 @@
 
 Pure functions (numpy, torch, the data generators' own samplers; no Ray, no MLflow). Every
 sampled baseline draws M sequences per test item and goes through the models' own Monte
-Carlo estimator (:func:`~focus_tune.evaluation.estimates_from_samples`) and metrics
+Carlo estimator (:func:`focus_tune.montecarlo.estimate`, either estimator) and metrics
 (:func:`~focus_tune.evaluation.score`), with the same M, the same bins and the same keys, so a
 baseline's numbers carry the same Monte Carlo noise as a model's:
 
@@ -36,10 +36,12 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+import torch
+
 from . import metrics, montecarlo
+from .evaluation import Scoring, condition_items, score, test_result
+from .montecarlo import Drawn, Estimates, estimates_from_marginals
 from .names import TEMPERATURE_SCALED, TS_PREFIX
-from .evaluation import (Estimates, condition_items, estimates_from_distributions, estimates_from_marginals,
-                         estimates_from_samples, score, test_result)
 
 IMAGE_BLIND = "image-blind"
 ORACLE = "oracle"
@@ -87,29 +89,34 @@ class Predictor(Protocol):
 
 
 def rao_blackwell(samples: np.ndarray, conditionals: Callable[[slice], np.ndarray], event: int,
-                  first: int | None = None, chunk: int = 32) -> tuple[np.ndarray, np.ndarray]:
-    """The Rao-Blackwellized estimates of drawn sequences, as the model's sampler makes them.
+                  first: int | None = None, chunk: int = 32) -> Drawn:
+    """Drawn sequences with their Rao-Blackwellized estimates, summed by the model's sampler's
+    own accumulator (:class:`focus_tune.montecarlo.RaoBlackwell`), entry by entry.
 
     samples [n, M, L]; conditionals(rows) -> [k, M, L, c], the predictor's p(y_i | y_<i)
-    along them (a forced Y_1 = first counts one-hot). Returns (marginals [n, L, c]: the mean
-    over the M rows, time_pmf [n, L]: the mean of 1[no event before t] p(y_t = event | ...)
-    for t < L, made a distribution with the fraction ended before t, and T = L the rest:
-    ``montecarlo.pmf_from_event_terms``). ``chunk`` items at a time bound the memory.
+    along them (a forced Y_1 = first counts one-hot). The result's marginals [n, L, c] are the
+    mean over the M rows, its time_pmf [n, L] the mean of 1[no event before t] p(y_t = event |
+    ...) for t < L, made a distribution with the fraction ended before t, and T = L the rest
+    (``montecarlo.pmf_from_event_terms``). ``chunk`` items at a time bound the memory.
+    One accumulator for the model and the baselines costs time here: a numpy mean over the
+    draws was 3.4x faster (128 items, M = 100, L = 100, 19 classes: 0.04 s against 0.15 s), a
+    few seconds per report with this estimator; the numbers are the same to the bit.
     """
     n, M, L = samples.shape
-    marginals, pmf, ended = None, np.zeros((n, L)), np.zeros((n, L))
+    marginals, pmf = [], []
     for a in range(0, n, chunk):
         rows = slice(a, min(a + chunk, n))
-        p = conditionals(rows)  # (k, M, L, c)
-        if first is not None:
-            p[:, :, 0] = np.eye(p.shape[-1])[first]
-        if marginals is None:
-            marginals = np.zeros((n, L, p.shape[-1]))
-        marginals[rows] = p.mean(axis=1)
-        before = montecarlo.event_before(samples[rows], event)
-        pmf[rows] = (p[..., event] * ~before).mean(axis=1)
-        ended[rows] = before.mean(axis=1)
-    return marginals, montecarlo.pmf_from_event_terms(pmf, ended)  # T = L: the event at L or none (censored)
+        s = torch.from_numpy(np.ascontiguousarray(samples[rows], dtype=np.int64))  # (k, M, L)
+        p = torch.from_numpy(np.ascontiguousarray(conditionals(rows), dtype=np.float64))  # (k, M, L, c)
+        k, c = p.shape[0], p.shape[-1]
+        sums, every = montecarlo.RaoBlackwell(k, M, L, c, event), torch.arange(k * M)
+        for i in range(L):
+            draw = s[:, :, i].reshape(-1)
+            sums.add(i, every, draw if i == 0 and first is not None else p[:, :, i].reshape(-1, c), draw)
+        m, t = sums.result(s)
+        marginals.append(m.numpy())
+        pmf.append(t.numpy())
+    return Drawn(samples, np.concatenate(marginals), np.concatenate(pmf))
 
 
 class _Sampling:
@@ -347,22 +354,6 @@ def _oracle_chunk(manifest, images, extras, M, rng, first):
 # ----------------------------------------------------------------------------- report rows
 
 
-@dataclass(frozen=True)
-class Scoring:
-    """How the test split is scored: the finals' own settings (from the TrainConfig)."""
-
-    num_samples: int  # M
-    ece_bins: int
-    alpha: float
-    test_items: int | None = None  # None = the whole test split
-    estimator: str = "counted"  # or "rao_blackwell", as the models' evaluation (TrainConfig.estimator)
-
-    @classmethod
-    def of(cls, train) -> "Scoring":
-        """From a :class:`~focus_tune.config.TrainConfig`."""
-        return cls(train.num_samples, train.ece_bins, train.alpha, train.test_items, train.estimator)
-
-
 _SEED_TAGS = {IMAGE_BLIND: 0xB11D, ORACLE: 0x0AC1E, IMAGE_BAYES: 0xBA7E5, EXACT: 0xE8AC7}
 
 
@@ -376,7 +367,7 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
     from .data import evaluation_groups
 
     m, test = dataset.manifest, dataset.test
-    n = len(test.sequences) if scoring.test_items is None else min(scoring.test_items, len(test.sequences))
+    n = len(test.sequences) if scoring.items is None else min(scoring.items, len(test.sequences))
     labels, true_t = np.asarray(test.sequences[:n]), np.asarray(test.time_to_event[:n])
     exact = None if test.exact_marginals is None else np.asarray(test.exact_marginals[:n])
     extras = {k: np.asarray(v[:n]) for k, v in test.extras.items()}
@@ -400,12 +391,12 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
             rng = np.random.default_rng([seed, tag])
             samples, along = predictor.draw(scoring.num_samples, rng)
             given = None if keep is None else predictor.draw(scoring.num_samples, rng, first=cond, items=keep)
-            if scoring.estimator == "rao_blackwell":  # the same estimator as the models'
-                marginals, pmf = rao_blackwell(samples, along, event)
-                cond_probs = None if given is None else rao_blackwell(given[0], given[1], event, first=cond)[0][:, 1:]
-                est = estimates_from_distributions(marginals, pmf, cond_probs, scoring.alpha)
+            if scoring.estimator == "rao_blackwell":  # the predictor's conditionals summed along its draws
+                drawn = rao_blackwell(samples, along, event)
+                given = None if given is None else rao_blackwell(*given, event, first=cond)
             else:
-                est = estimates_from_samples(samples, None if given is None else given[0], event, c, scoring.alpha)
+                drawn, given = Drawn(samples), None if given is None else Drawn(given[0])
+            est = montecarlo.estimate(drawn, scoring.estimator, event, c, scoring.alpha, given)
             rows.append(row(est, seed, samples))
         return rows
 

@@ -34,12 +34,11 @@ from .config_checks import (MAX_INT, MAX_K2, ConfigError, Context, alpha, choice
                             lambda_weight, non_negative_float, non_negative_int, optional_choice, optional_positive_int,
                             positive_float, positive_int, present, required_fields, string)
 from .atomic import short
-from .names import ENCODERS, LR_SCHEDULES, PROFILES, RACING, SELECT_KEYS
+from .names import ENCODERS, ESTIMATORS, LR_SCHEDULES, PROFILES, RACING, SELECT_KEYS
 from .yaml_strict import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, parse_yaml, read_yaml
 
 SELECT_BY = tuple(SELECT_KEYS)  # the validation score a stage decides by
 ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat
-ESTIMATORS = ("counted", "rao_blackwell")  # evaluation: the paper's counted frequencies, or the same draws Rao-Blackwellized
 PRECISIONS = ("bf16", "fp32")
 # The packaged search spaces: in a checkout a link to the top-level search_spaces/, in an
 # installed wheel the files themselves (package data).

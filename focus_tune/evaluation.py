@@ -1,10 +1,13 @@
 """Monte Carlo evaluation in plain PyTorch and numpy: no Ray, no MLflow.
 
-``evaluate`` draws M Monte Carlo sequences per item and returns the paper's metrics under
-the keys used everywhere else (Tune results, MLflow, reports): ``marginal/ece``,
-``conditional/auc``, ``interval/coverage``, ... ``score`` turns any estimates (sampled,
-Rao-Blackwellized, a baseline's, a pack's: ``packed_eval.py``) into those metrics, so every
-row of every table is scored by one implementation.
+``evaluate`` draws M Monte Carlo sequences per item, estimates by
+:func:`focus_tune.montecarlo.estimate` and returns the paper's metrics under the keys used
+everywhere else (Tune results, MLflow, reports): ``marginal/ece``, ``conditional/auc``,
+``interval/coverage``, ... ``score`` turns any estimates (sampled, Rao-Blackwellized, a
+baseline's, a pack's: ``packed_eval.py``) into those metrics, so every row of every table is
+scored by one implementation. :class:`Scoring` is how a split is scored (the trial's
+validation and test, the baselines' rows), :func:`evaluation_generator` the seed of each
+evaluation of a trial.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import torch
 from . import metrics, montecarlo
 from .device_split import DeviceSplit
 from .model import Simulator
+from .montecarlo import Drawn, Estimates
 
 
 ABSORBING_MODES = ("model", "forced")
@@ -33,13 +37,13 @@ def draw_samples(
     chunk: int = 64,
     temperature: torch.Tensor | None = None,
     rao_blackwell: int | None = None,
-):
-    """Monte Carlo sequences for every image, ``chunk`` images at a time: [N, M, L] on CPU.
+) -> Drawn:
+    """Monte Carlo sequences for every image, ``chunk`` images at a time: samples [N, M, L] on CPU.
 
     ``absorbing``: the class forced to repeat once drawn, or None to draw every entry from
-    the model (see :meth:`Simulator.sample`). ``rao_blackwell`` (the event class): return
-    (samples, marginals [N, L, c], time_pmf [N, L]), the Rao-Blackwellized estimates of
-    the same draws (:meth:`Simulator.sample`).
+    the model (see :meth:`Simulator.sample`). ``rao_blackwell`` (the event class): with the
+    Rao-Blackwellized sums of the same draws, marginals [N, L, c] and time_pmf [N, L]
+    (:meth:`Simulator.sample`).
     """
     parts = [
         model.sample(images[i : i + chunk], num_samples, length, generator, prefix=prefix, absorbing=absorbing,
@@ -47,8 +51,8 @@ def draw_samples(
         for i in range(0, len(images), chunk)
     ]
     if rao_blackwell is None:
-        return torch.cat([p.cpu() for p in parts])
-    return tuple(torch.cat([p[k].cpu() for p in parts]) for k in range(3))
+        return Drawn(torch.cat([p.cpu() for p in parts]))
+    return Drawn(*(torch.cat([p[k].cpu() for p in parts]) for k in range(3)))
 
 
 @torch.no_grad()
@@ -80,62 +84,6 @@ def event_stay_probability(logits: torch.Tensor, sequences: torch.Tensor, event:
 
 def _prefixed(stats: dict, prefix: str) -> dict[str, float]:
     return {f"{prefix}/{k}": v for k, v in stats.items() if k != "per_entry"}
-
-
-@dataclass
-class Estimates:
-    """What the metrics score, however it was estimated (Monte Carlo samples, frequencies).
-
-    probs [N, L, c]: P(Y_i = a | x); lo, hi, point [N]: the time-to-event interval and
-    point estimate; cond_probs [K, L-1, c]: P(Y_i = a | Y_1 = b, x) for i = 2..L on the K
-    items whose true Y_1 is b (None when not evaluated); time_pmf [N, L]: P(T = t | x) for
-    t = 1..L, the distribution the interval comes from (None: no CRPS).
-    """
-
-    probs: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    point: np.ndarray
-    cond_probs: np.ndarray | None = None
-    time_pmf: np.ndarray | None = None
-
-
-def estimates_from_samples(samples, cond_samples, event: int, num_classes: int, alpha: float) -> Estimates:
-    """The paper's Monte Carlo estimators: samples [N, M, L] (and [K, M, L] drawn with Y_1 forced)."""
-    times = montecarlo.time_to_event(samples, event)  # (N, M)
-    lo, hi = montecarlo.interval(times, alpha)
-    cond = None if cond_samples is None else montecarlo.marginal_probs(cond_samples, num_classes)[:, 1:]
-    return Estimates(montecarlo.marginal_probs(samples, num_classes), lo, hi, times.mean(axis=1), cond,
-                     montecarlo.time_pmf(times, samples.shape[-1]))
-
-
-ESTIMATORS = ("counted", "rao_blackwell")
-
-
-def estimates_from_distributions(probs, time_pmf, cond_probs, alpha: float) -> Estimates:
-    """Estimates from probabilities [N, L, c] and a time-to-event pmf [N, L] on t = 1..L.
-
-    The interval is the pmf's own quantile pair: the smallest t with P(T <= t) >=
-    (1 - alpha) / 2, and with >= (1 + alpha) / 2 (the limit of the sampled interval as M
-    grows); the point estimate is the pmf's mean.
-    """
-    pmf = np.asarray(time_pmf, dtype=np.float64)
-    lo, hi = (montecarlo.pmf_quantile(pmf, q) for q in ((1 - alpha) / 2, (1 + alpha) / 2))
-    cond = None if cond_probs is None else np.asarray(cond_probs, dtype=np.float64)
-    return Estimates(np.asarray(probs, dtype=np.float64), lo, hi, pmf @ np.arange(1, pmf.shape[1] + 1), cond, pmf)
-
-
-def estimates_from_marginals(probs, cond_probs, event: int, alpha: float) -> Estimates:
-    """Estimates of a predictor that knows its probabilities (no sampling): probs [N, L, c].
-
-    The event is absorbing, so P(T <= t) = P(Y_t = event) for t < L, and T = L takes the
-    rest (censored at L, as for samples); the interval and point as in
-    :func:`estimates_from_distributions`.
-    """
-    probs = np.asarray(probs, dtype=np.float64)
-    cdf = np.maximum.accumulate(probs[:, :, event], axis=1)  # (N, L); monotone against rounding
-    cdf[:, -1] = 1.0
-    return estimates_from_distributions(probs, np.diff(cdf, axis=1, prepend=0.0), cond_probs, alpha)
 
 
 def condition_items(labels: np.ndarray, condition_class: int | None) -> np.ndarray | None:
@@ -202,6 +150,45 @@ def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: in
     return out, extras
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """How a split is scored: M, the bins, the interval's level, the items, the estimator and
+    the sampling of the event (:func:`evaluate`'s settings; the baselines' rows use the same)."""
+
+    num_samples: int  # M
+    ece_bins: int
+    alpha: float
+    items: int | None = None  # the split's first items; None = the whole split
+    estimator: str = "counted"  # or "rao_blackwell" (names.ESTIMATORS)
+    absorbing: str = "model"  # or "forced" (ABSORBING_MODES)
+
+    @classmethod
+    def of(cls, train, split: str = "test") -> "Scoring":
+        """A trial's scoring of ``split`` ("test" or "val") from a :class:`~focus_tune.config.TrainConfig`:
+        the test's M and estimator, or the validation's (``train.validation``)."""
+        if split == "test":
+            return cls(train.num_samples, train.ece_bins, train.alpha, train.test_items, train.estimator,
+                       train.absorbing)
+        if split == "val":
+            estimator, num_samples = train.validation
+            return cls(num_samples, train.ece_bins, train.alpha, train.val_items, estimator, train.absorbing)
+        raise ValueError(f"split must be 'test' or 'val', got {split!r}")
+
+    def evaluate(self, model: Simulator, data: DeviceSplit, event: int, generator: torch.Generator,
+                 **options) -> dict:
+        """:func:`evaluate` of ``data`` with these settings; ``options``: its others
+        (``condition_class``, ``per_entry``, ``temperature``, ``groups``)."""
+        return evaluate(model, data, self.num_samples, event, generator, self.ece_bins, self.alpha,
+                        absorbing=self.absorbing, estimator=self.estimator, **options)
+
+
+def evaluation_generator(seed: int, epoch: int) -> torch.Generator:
+    """The Monte Carlo generator of a trial's evaluation: its validation after ``epoch``, the
+    final's test (epoch -1) or the temperature's validation (-3). A fresh one per evaluation,
+    from the trial's seed alone, so each is reproduced without the trial's state."""
+    return torch.Generator().manual_seed(seed * 100_003 + epoch)
+
+
 def evaluate(
     model: Simulator,
     data: DeviceSplit,
@@ -236,36 +223,29 @@ def evaluate(
     ``estimator``: "counted" (the paper's: class frequencies and the sampled times'
     quantiles) or "rao_blackwell" (the same draws, each entry's probabilities averaged over
     the model's conditionals at the sampled prefixes: unbiased with less Monte Carlo noise;
-    the interval from the resulting time-to-event pmf).
+    the interval from the resulting time-to-event pmf): :func:`focus_tune.montecarlo.estimate`.
     With ``per_entry`` the entry-level arrays are returned under ``"per_entry"`` (for
     reports and plots).
     """
     if absorbing not in ABSORBING_MODES:
         raise ValueError(f"absorbing must be one of {ABSORBING_MODES}, got {absorbing!r}")
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    montecarlo.check_estimator(estimator)
     model.eval()
-    c, L = model.num_classes, data.sequences.shape[1]
+    L = data.sequences.shape[1]
     forced = event if absorbing == "forced" else None
     labels = data.sequences.cpu().numpy()
-    rb = event if estimator == "rao_blackwell" else None
+    rb = event if estimator == "rao_blackwell" else None  # the sampler sums its conditionals as it draws
     drawn = draw_samples(model, data.images, num_samples, L, generator, absorbing=forced, temperature=temperature,
                          rao_blackwell=rb)
     keep = condition_items(labels, condition_class)
-    cond = None
+    given = None
     if keep is not None:
-        cond = draw_samples(model, data.images[torch.as_tensor(keep, device=data.images.device)], num_samples, L,
-                            generator, forced, prefix=[condition_class], temperature=temperature, rao_blackwell=rb)
-    if rb is None:
-        samples = drawn
-        est = estimates_from_samples(samples, cond, event, c, alpha)
-    else:
-        samples, marginals, pmf = drawn
-        est = estimates_from_distributions(marginals.numpy(), pmf.numpy(),
-                                           None if cond is None else cond[1].numpy()[:, 1:], alpha)
+        given = draw_samples(model, data.images[torch.as_tensor(keep, device=data.images.device)], num_samples, L,
+                             generator, forced, prefix=[condition_class], temperature=temperature, rao_blackwell=rb)
+    est = montecarlo.estimate(drawn, estimator, event, model.num_classes, alpha, given)
     out, extras = score(est, labels, data.time_to_event.cpu().numpy(), n_bins, data.exact_marginals, condition_class,
                         alpha, groups, observed=data.observed_numpy, censored=data.censored)
-    out["marginal/leak"], _ = montecarlo.leak(samples, event)
+    out["marginal/leak"], _ = montecarlo.leak(drawn.samples, event)
     out["marginal/p_stay"] = event_stay_probability(teacher_forced_logits(model, data), data.sequences, event,
                                                     temperature, data.observed)
     if per_entry:

@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 import torch.nn as nn
 
+from .montecarlo import RaoBlackwell
 from .names import ENCODERS
 
 
@@ -215,7 +216,8 @@ class Simulator(nn.Module):
             time_pmf[t] = mean over rows of 1[no event before t] p(y_t = event | x, y_<t)
             for t < L, turned into a distribution with the fraction of rows ended before t
             (``montecarlo.pmf_from_event_terms``: P(T <= t) estimated by that fraction plus
-            the term), and T = L takes the rest (censored at L). They cost a sum per step.
+            the term), and T = L takes the rest (censored at L). They cost a sum per step
+            (:class:`focus_tune.montecarlo.RaoBlackwell`, the baselines' accumulator too).
 
         Reproducibility: each entry is drawn by inverse-CDF from one uniform per (row, entry)
         taken from ``generator`` up front, so the same seed gives the same samples whether or
@@ -254,7 +256,7 @@ class Simulator(nn.Module):
         out = torch.empty(B * M, L, dtype=torch.long, device=device)
         rows = torch.arange(B * M, device=device)  # rows still being simulated
         prev = torch.full((B * M,), self.start_token, dtype=torch.long, device=device)
-        rb = None if rao_blackwell is None else _RaoBlackwell(B, M, L, c, rao_blackwell, device)
+        rb = None if rao_blackwell is None else RaoBlackwell(B, M, L, c, rao_blackwell, device)
         for i in range(L):
             h, cell = sampler_cell(torch.index_select(table, 0, prev).addmm_(h, w_hh_t), cell)
             if i < len(prefix):
@@ -311,40 +313,3 @@ def sampler_cell(gates: torch.Tensor, cell: torch.Tensor) -> tuple[torch.Tensor,
     g = s[..., 3 * H :].mul_(2.0).sub_(1.0)  # tanh of the g pre-activation
     cell = torch.addcmul(s[..., H : 2 * H] * cell, s[..., :H], g)
     return s[..., 2 * H : 3 * H] * torch.sigmoid(cell * 2.0).mul_(2.0).sub_(1.0), cell
-
-
-class _RaoBlackwell:
-    """Sums of the sampler's own conditionals over the M rows of each item (see Simulator.sample).
-
-    Per step, the rows still simulated add p(y_i | x, y_<i) [R, c] to their item's marginal
-    and, where no event was drawn before, p(y_i = event | ...) to its time-to-event pmf. Rows
-    dropped by the absorbing shortcut repeat the event: one-hot, and no event term.
-    """
-
-    def __init__(self, B: int, M: int, L: int, c: int, event: int, device):
-        self.M, self.L, self.c, self.event = M, L, c, event
-        self.item = torch.arange(B * M, device=device) // M  # the item of each row
-        self.seen = torch.zeros(B * M, dtype=torch.bool, device=device)  # event drawn at an earlier entry
-        self.marginals = torch.zeros(B, L, c, dtype=torch.float64, device=device)
-        self.pmf = torch.zeros(B, L, dtype=torch.float64, device=device)
-        self.active = torch.zeros(B, L, dtype=torch.float64, device=device)  # rows simulated at each step
-
-    def add(self, i: int, rows: torch.Tensor, p: torch.Tensor, draw: torch.Tensor) -> None:
-        """Step i: p [R, c] the rows' conditionals, or a forced class [R] (one-hot)."""
-        if p.dtype == torch.long:
-            p = torch.nn.functional.one_hot(p, self.c).double()
-        item = self.item[rows]
-        self.marginals[:, i].index_add_(0, item, p)
-        self.pmf[:, i].index_add_(0, item, p[:, self.event] * (~self.seen[rows]))
-        self.active[:, i].index_add_(0, item, torch.ones_like(item, dtype=torch.float64))
-        self.seen[rows] |= draw == self.event
-
-    def result(self, samples: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(marginals [B, L, c], time_pmf [B, L]) on the CPU; ``samples`` [B, M, L] are the draws."""
-        from .montecarlo import event_before, pmf_from_event_terms  # T = L: the event at L or none (censored)
-
-        marginals = self.marginals.clone()
-        marginals[:, :, self.event] += self.M - self.active  # dropped rows: the event, surely
-        ended = event_before(samples.cpu().numpy(), self.event).mean(axis=1)
-        pmf = torch.from_numpy(pmf_from_event_terms((self.pmf / self.M).cpu().numpy(), ended))
-        return (marginals / self.M).cpu(), pmf

@@ -32,6 +32,10 @@ ENCODERS = ("resnet18", "small")  # image encoders of the simulator
 LR_SCHEDULES = ("constant", "onecycle", "decay")  # the learning rate over a training (focus_tune.train.LearningRate)
 RACING = ("off", "record", "stop")  # racing of a stage's candidates (focus_tune.racing)
 JOINT_SEARCHES = ("grid", "optuna")  # how the joint lambda_all x k2 stage is searched
+# The Monte Carlo estimators of every evaluation (focus_tune.montecarlo.estimate): the paper's
+# counted frequencies of the M draws, or the same draws Rao-Blackwellized (the model's own
+# conditionals averaged along them).
+ESTIMATORS = ("counted", "rao_blackwell")
 
 # Using a final model (python -m focus_tune.predict, its MLflow python_function): M, the seed
 # and the estimator when none is given.

@@ -8,11 +8,11 @@ so a member's samples equal its solo samples (the same seed gives the same draws
 chunking: the CPU generator's stream does not depend on how it is cut).
 
 :func:`evaluate_packed` turns them into :func:`focus_tune.evaluation.evaluate`'s result for each
-member: counts, times and the leak on the device; the estimates of
-:func:`~focus_tune.evaluation.estimates_from_samples` and :func:`~focus_tune.evaluation.score` (the
-one implementation of the metrics) on the CPU, one thread per member. The counted estimator
-(the paper's and the default) is supported; the Rao-Blackwellized one and temperatures are
-the solo path's.
+member: each member's draws copied to the CPU (one byte per entry), then the estimates of
+:func:`focus_tune.montecarlo.estimate` and :func:`~focus_tune.evaluation.score` (the one
+estimator and the one implementation of the metrics), one thread per member. The counted
+estimator (the paper's and the default) is supported; the Rao-Blackwellized one and
+temperatures are the solo path's.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from . import montecarlo
 from .model import sampler_cell, sampler_weights
 from .packed import PackedSimulator
 from .device_split import DeviceSplit
-from .evaluation import ABSORBING_MODES, Estimates, score
+from .evaluation import ABSORBING_MODES, score
 
 # Rows (items x M) of all members simulated together: h, the cell and the gates take about
 # 6 x hidden x 4 bytes per row (2^19 rows at hidden 256: ~3 GB); the uniforms of the next
@@ -105,21 +104,6 @@ def _sample_chunk(packed, images, M, L, u, absorbing):
     return out.view(K, B, M, L)
 
 
-def class_frequencies(samples: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """P(Y_i = a | x) counted, on the device: samples [N, M, L] -> float64 [N, L, c]
-    (:func:`focus_tune.montecarlo.marginal_probs`)."""
-    M = samples.shape[1]
-    return torch.stack([(samples == a).sum(dim=1) for a in range(num_classes)], dim=-1).double() / M
-
-
-def event_times(samples: torch.Tensor, event: int) -> torch.Tensor:
-    """:func:`focus_tune.montecarlo.time_to_event` on the device: [N, M, L] -> int64 [N, M]."""
-    L = samples.shape[-1]
-    hit = samples == event
-    first = hit.to(torch.uint8).argmax(dim=-1) + 1
-    return torch.where(hit.any(dim=-1), first, torch.full_like(first, L))
-
-
 @torch.no_grad()
 def stay_probability(packed: PackedSimulator, images: torch.Tensor, sequences: torch.Tensor, event: int,
                      rows: int = 2**13, observed: torch.Tensor | None = None) -> list[float]:
@@ -174,22 +158,16 @@ def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_
     samples = sample_packed(packed, images, num_samples, L, generators,
                             absorbing=event if absorbing == "forced" else None, rows=rows)
     p_stay = stay_probability(packed, images, seqs, event, observed=observed)
-    drawn = []
-    for k in range(K):
-        s = samples[k]
-        drawn.append((class_frequencies(s, c).cpu().numpy(), event_times(s, event).cpu().numpy(),
-                      montecarlo.leak(s, event)))
+    drawn = [montecarlo.Drawn(s.cpu().numpy()) for s in samples]  # (N, M, L) bytes per member
     del samples
 
     def member(k: int) -> dict:
-        probs, times, (leaked, _) = drawn[k]
-        lo, hi = montecarlo.interval(times, alpha)
-        est = Estimates(probs, lo, hi, times.mean(axis=1), None, montecarlo.time_pmf(times, L))
+        est = montecarlo.estimate(drawn[k], "counted", event, c, alpha)
         split = splits[k]
         out, extras = score(est, split.sequences.cpu().numpy(), split.time_to_event.cpu().numpy(), n_bins,
                             split.exact_marginals, None, alpha, threads=per_member, observed=split.observed_numpy,
                             censored=split.censored)
-        out["marginal/leak"] = leaked
+        out["marginal/leak"], _ = montecarlo.leak(drawn[k].samples, event)
         out["marginal/p_stay"] = p_stay[k]
         if per_entry:
             out["per_entry"] = extras

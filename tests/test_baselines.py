@@ -256,7 +256,7 @@ def test_image_bayes_samples_follow_the_posterior_mixture():
 
 def test_exact_estimates_give_the_true_time_to_event_distribution():
     from focus_tune.montecarlo import interval, time_to_event
-    from focus_tune.evaluation import estimates_from_marginals
+    from focus_tune.montecarlo import estimates_from_marginals
 
     ages = np.array([45.0, 70.0, 88.0])
     L = 40
@@ -332,7 +332,7 @@ def test_rao_blackwellized_baselines_are_unbiased_and_less_noisy(facemed_smoke):
         rb, counted = [], []
         for seed in range(R):
             samples, along = predictor.draw(M, np.random.default_rng(seed))
-            rb.append(baselines.rao_blackwell(samples, along, facemed.DEAD, chunk=4)[0])
+            rb.append(baselines.rao_blackwell(samples, along, facemed.DEAD, chunk=4).marginals)
             counted.append(marginal_probs(samples, 3))
         rb, counted = np.array(rb), np.array(counted)
         se = rb.std(axis=0, ddof=1) / np.sqrt(R) + 1e-12

@@ -20,7 +20,8 @@ import torch
 from focus_tune import metrics
 from focus_tune.data.store import Split, censored_items, time_to_event as stored_time_to_event
 from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import Estimates, evaluate, score
+from focus_tune.evaluation import evaluate, score
+from focus_tune.montecarlo import Estimates
 from focus_tune.model import Simulator
 from focus_tune.packed import Member, PackTrainer, member_state_dict, new_pack
 from focus_tune.packed_eval import evaluate_packed

@@ -94,3 +94,42 @@ def test_leak_equals_a_naive_loop():
             reached += 1
             left += any(y != 2 for y in row[row.index(2):])
     assert leak(s, 2) == (left / reached, reached)
+
+
+def test_estimate_counted_is_the_frequencies_and_the_sampled_times():
+    """The one entry point: counted estimates of draws (a device-free tensor, the conditioned
+    items' draws beside), and the names it accepts."""
+    from focus_tune.montecarlo import Drawn, estimate, time_pmf
+    from focus_tune.names import ESTIMATORS
+
+    rng = np.random.default_rng(4)
+    s = draw_chain(5, 40, 8, rng)
+    given = draw_chain(2, 40, 8, rng)
+    est = estimate(Drawn(torch.as_tensor(s)), "counted", 2, 3, 0.8, Drawn(given))
+    times = time_to_event(s, 2)
+    np.testing.assert_array_equal(est.probs, marginal_probs(s, 3))
+    np.testing.assert_array_equal(est.cond_probs, marginal_probs(given, 3)[:, 1:])
+    np.testing.assert_array_equal(np.stack([est.lo, est.hi]), np.stack(interval(times, 0.8)))
+    np.testing.assert_array_equal(est.point, times.mean(axis=1))
+    np.testing.assert_array_equal(est.time_pmf, time_pmf(times, 8))
+    np.testing.assert_array_equal(est.median(), np.median(times, axis=1))
+    assert ESTIMATORS == ("counted", "rao_blackwell")
+    with pytest.raises(ValueError, match="rao_blackwell=<event class>"):
+        estimate(Drawn(s), "rao_blackwell", 2, 3, 0.8)  # no conditionals were summed along these draws
+    with pytest.raises(ValueError, match=r"one of \('counted', 'rao_blackwell'\), got 'guess'"):
+        estimate(Drawn(s), "guess", 2, 3, 0.8)
+
+
+def test_estimate_rao_blackwell_reads_the_sums_and_the_pmf():
+    from focus_tune.montecarlo import Drawn, estimate, pmf_quantile
+
+    rng = np.random.default_rng(5)
+    marginals, pmf = rng.dirichlet(np.ones(3), (4, 6)), rng.dirichlet(np.ones(6), 4)
+    given = Drawn(None, rng.dirichlet(np.ones(3), (2, 6)), rng.dirichlet(np.ones(6), 2))
+    est = estimate(Drawn(None, torch.as_tensor(marginals), pmf), "rao_blackwell", 2, 3, 0.9, given)
+    np.testing.assert_array_equal(est.probs, marginals)
+    np.testing.assert_array_equal(est.cond_probs, given.marginals[:, 1:])
+    np.testing.assert_array_equal(est.lo, pmf_quantile(pmf, 0.05))
+    np.testing.assert_array_equal(est.hi, pmf_quantile(pmf, 0.95))
+    np.testing.assert_array_equal(est.median(), pmf_quantile(pmf, 0.5))
+    assert est.times is None

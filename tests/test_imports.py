@@ -113,9 +113,9 @@ def test_the_math_and_the_data_import_no_upper_layer():
 
 
 def test_domain_names_are_defined_once():
-    """FAMILIES, FAMILY_STAGE, PROFILES, ENCODERS, JOINT_SEARCHES and the model file names are
-    assigned in focus_tune/names.py only."""
-    pattern = re.compile(r"^(FAMILIES|FAMILY_STAGE|PROFILES|ENCODERS|JOINT_SEARCHES)\s*=|\"model\.json\"|"
+    """FAMILIES, FAMILY_STAGE, PROFILES, ENCODERS, JOINT_SEARCHES, ESTIMATORS and the model file
+    names are assigned in focus_tune/names.py only."""
+    pattern = re.compile(r"^(FAMILIES|FAMILY_STAGE|PROFILES|ENCODERS|JOINT_SEARCHES|ESTIMATORS)\s*=|\"model\.json\"|"
                          r"\"weights\.npz\"", re.M)
     found = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if pattern.search(p.read_text())]
     assert found == ["names.py"], found

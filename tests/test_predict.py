@@ -113,8 +113,8 @@ def test_estimators_rao_blackwell_by_default_counted_on_request(tiny, images, ca
     loaded = predict.load(str(tiny))
     item = predict.collect([str(images[0])], loaded.image_shape)[0]
     gen = torch.Generator().manual_seed(predict.image_seed(2, item.image))
-    samples, marginals, pmf = draw_samples(loaded.model, torch.as_tensor(item.image[None]), 30, L, gen, None,
-                                           rao_blackwell=3)
+    drawn = draw_samples(loaded.model, torch.as_tensor(item.image[None]), 30, L, gen, None, rao_blackwell=3)
+    samples, marginals, pmf = drawn.samples, drawn.marginals, drawn.time_pmf
     np.testing.assert_allclose(rb["marginals"], marginals[0].numpy(), atol=1e-12)
     np.testing.assert_allclose(counted["marginals"], montecarlo.marginal_probs(samples, 4)[0], atol=1e-12)
     np.testing.assert_allclose(rb["time_to_event"]["distribution"], pmf[0].numpy(), atol=1e-12)

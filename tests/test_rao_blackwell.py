@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from focus_tune.model import Simulator
-from focus_tune.montecarlo import marginal_probs, time_pmf, time_to_event
+from focus_tune.montecarlo import estimates_from_distributions, marginal_probs, time_pmf, time_to_event
 from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import estimates_from_distributions, evaluate
+from focus_tune.evaluation import evaluate
 
 from chain import chain_simulator, exact_marginals
 

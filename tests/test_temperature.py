@@ -207,7 +207,7 @@ def test_sampled_evaluation_with_the_fit_does_not_freeze_late_entries():
     frozen = fit.temperature.copy()
     frozen[dead] = BOUNDS[0]  # the failure this guards against: T = 0.05 where no row is live
     t_fit, t_frozen = (montecarlo.time_to_event(draw_samples(sim, data.images, 200, L, gen(), None,
-                                                             temperature=torch.as_tensor(t)).numpy(), event)
+                                                             temperature=torch.as_tensor(t)).samples, event)
                        for t in (fit.temperature, frozen))
     alive = t_fit > first_dead
     np.testing.assert_array_equal(alive, t_frozen > first_dead)

@@ -54,26 +54,27 @@ class DataError(ValueError):
     """A dataset folder or source file is missing, malformed or corrupted."""
 
 
-def time_to_event(sequences: np.ndarray, event_class: int, observed_length: np.ndarray | None = None) -> np.ndarray:
-    """T = min{i : Y_i = event_class}, counted from 1; L when the event never occurs.
+def time_to_event(sequences: np.ndarray, event: int, observed_length: np.ndarray | None = None) -> np.ndarray:
+    """T = min{i : Y_i = event}, counted from 1; L when the event never occurs.
 
-    The same convention as `focus_tune.montecarlo.time_to_event`. sequences: int [N, L] -> int64 [N].
-    With ``observed_length`` [N] (right-censored data: entries 1..n observed) only observed
-    entries count, and an item whose event is not among them gets its last observed entry n
-    (T > n is all that is known: :func:`censored_items` tells which).
+    The one rule of the time to event, for the stored sequences and for Monte Carlo samples
+    alike (``focus_tune.montecarlo`` applies it to draws [N, M, L]). sequences: int [..., L]
+    -> int64 [...]. With ``observed_length`` [...] (right-censored data: entries 1..n
+    observed) only observed entries count, and an item whose event is not among them gets its
+    last observed entry n (T > n is all that is known: :func:`censored_items` tells which).
     """
-    hit = np.asarray(sequences) == event_class
+    hit = np.asarray(sequences) == event
     if observed_length is not None:
-        hit &= observed_mask(observed_length, hit.shape[1])
+        hit &= observed_mask(observed_length, hit.shape[-1])
         last = np.asarray(observed_length, dtype=np.int64)
     else:
-        last = hit.shape[1]
-    return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, last).astype(np.int64)
+        last = hit.shape[-1]
+    return np.where(hit.any(axis=-1), hit.argmax(axis=-1) + 1, last).astype(np.int64)
 
 
 def observed_mask(observed_length: np.ndarray, length: int) -> np.ndarray:
-    """bool [N, L]: entry i (1-based) of item n is observed iff i <= observed_length[n]."""
-    return np.arange(1, length + 1)[None, :] <= np.asarray(observed_length)[:, None]
+    """bool [..., L]: entry i (1-based) of item n is observed iff i <= observed_length[n]."""
+    return np.arange(1, length + 1) <= np.asarray(observed_length)[..., None]
 
 
 def censored_items(sequences: np.ndarray, event_class: int, observed_length: np.ndarray | None) -> np.ndarray:

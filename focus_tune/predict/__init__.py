@@ -24,11 +24,11 @@ the same numbers, and different images get independent Monte Carlo noise.
 """
 
 from .cli import build_parser, main, run
-from .estimate import DEFAULT_SAMPLES, ESTIMATORS, image_seed, predict_one
+from .estimate import DEFAULT_ESTIMATOR, DEFAULT_SAMPLES, image_seed, predict_one
 from .inputs import DEFAULT_ITEMS, IMAGE_SUFFIXES, Item, collect, load_image, parse_items, parse_prefix
 from .loading import Loaded, PredictError, load
 from .output import MAX_HEATMAP_CLASSES, bands, plot_prediction, summary, write_parquet
 
-__all__ = ["DEFAULT_ITEMS", "DEFAULT_SAMPLES", "ESTIMATORS", "IMAGE_SUFFIXES", "MAX_HEATMAP_CLASSES", "Item",
+__all__ = ["DEFAULT_ESTIMATOR", "DEFAULT_ITEMS", "DEFAULT_SAMPLES", "IMAGE_SUFFIXES", "MAX_HEATMAP_CLASSES", "Item",
            "Loaded", "PredictError", "bands", "build_parser", "collect", "image_seed", "load", "load_image", "main",
            "parse_items", "parse_prefix", "plot_prediction", "predict_one", "run", "summary", "write_parquet"]

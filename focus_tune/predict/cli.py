@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cli import OneLineParser, error_exit, int_at_least, number_above, positive_int
-from ..names import FAMILIES, PREDICT_DEFAULTS
-from .estimate import DEFAULT_SAMPLES, ESTIMATORS, predict_one
+from ..names import ESTIMATORS, FAMILIES, PREDICT_DEFAULTS
+from .estimate import DEFAULT_ESTIMATOR, DEFAULT_SAMPLES, predict_one
 from .inputs import collect, parse_prefix
 from .loading import PredictError, load
 from .output import _file_name, plot_prediction, summary, write_parquet
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"Monte Carlo samples per image (default {DEFAULT_SAMPLES})")
     p.add_argument("--seed", type=int_at_least(0), default=PREDICT_DEFAULTS["seed"],
                    help=f"sampling seed (default {PREDICT_DEFAULTS['seed']})")
-    p.add_argument("--estimator", choices=ESTIMATORS, default=ESTIMATORS[0],
+    p.add_argument("--estimator", choices=ESTIMATORS, default=DEFAULT_ESTIMATOR,
                    help="rao_blackwell (default): the mean of the model's own conditionals along the M draws, "
                         "less noisy; counted: the class frequencies of the draws (the paper's)")
     p.add_argument("--alpha", type=number_above(0.0), help="level of the interval I_alpha (default: the search's, 0.9)")

@@ -9,31 +9,20 @@ from typing import Sequence
 
 import numpy as np
 
-from ..names import PREDICT_DEFAULTS
+from ..names import ESTIMATORS, PREDICT_DEFAULTS
 from .inputs import Item
 from .loading import Loaded, PredictError
 
 DEFAULT_SAMPLES = PREDICT_DEFAULTS["num_samples"]  # the paper's M
-ESTIMATORS = (PREDICT_DEFAULTS["estimator"], "counted")  # the first is the default (see the module doc)
+DEFAULT_ESTIMATOR = PREDICT_DEFAULTS["estimator"]  # Rao-Blackwellized (see the module doc)
 
 
-def _time_to_event(samples, event: int, length: int, alpha: float, pmf=None) -> dict:
-    """The time-to-event summary of one image's draws [1, M, L]: counted from the sampled
-    times, or from ``pmf`` [L] (the Rao-Blackwellized distribution on t = 1..L) when given."""
-    from .. import montecarlo
-
-    times = montecarlo.time_to_event(samples, event)  # (1, M)
+def _time_to_event(est, samples, event: int, alpha: float) -> dict:
+    """The time-to-event summary of one image's estimates (``montecarlo.Estimates`` of one item)
+    and draws [1, M, L]: the interval, mean, median and distribution of the estimator's pmf."""
     reached = (np.asarray(samples) == event).any(axis=-1)[0]
-    if pmf is None:
-        lo, hi = montecarlo.interval(times, alpha)
-        distribution = np.bincount(times[0] - 1, minlength=length)[:length] / times.shape[1]
-        mean, median = float(times[0].mean()), float(np.median(times[0]))
-    else:
-        distribution = np.asarray(pmf, dtype=np.float64)
-        lo, hi, median = (montecarlo.pmf_quantile(distribution[None], q) for q in ((1 - alpha) / 2, (1 + alpha) / 2, 0.5))
-        mean, median = float(distribution @ np.arange(1, length + 1)), float(median[0])
-    return {"alpha": alpha, "lower": float(lo[0]), "upper": float(hi[0]), "mean": mean,
-            "median": median, "distribution": distribution.tolist(),
+    return {"alpha": alpha, "lower": float(est.lo[0]), "upper": float(est.hi[0]), "mean": float(est.point[0]),
+            "median": float(est.median()[0]), "distribution": est.time_pmf[0].tolist(),
             "p_event_within_length": float(reached.mean())}
 
 
@@ -44,7 +33,7 @@ def image_seed(seed: int, image: np.ndarray) -> int:
 
 
 def predict_one(loaded: Loaded, item: Item, num_samples: int, seed: int, alpha: float,
-                prefix: Sequence[int] = (), device: str = "cpu", estimator: str = ESTIMATORS[0]) -> dict:
+                prefix: Sequence[int] = (), device: str = "cpu", estimator: str = DEFAULT_ESTIMATOR) -> dict:
     """The estimates of one image as plain JSON values (see the module doc)."""
     import torch
 
@@ -55,17 +44,15 @@ def predict_one(loaded: Loaded, item: Item, num_samples: int, seed: int, alpha: 
         raise PredictError(f"estimator {estimator!r}: expected one of {', '.join(ESTIMATORS)}")
     L, c, event = loaded.length, loaded.num_classes, loaded.event
     forced = event if loaded.absorbing == "forced" else None
-    rb = event if estimator == "rao_blackwell" else None
+    rb = event if estimator == "rao_blackwell" else None  # the sampler sums its conditionals as it draws
     images = torch.as_tensor(item.image[None]).to(device)
     generator = torch.Generator().manual_seed(image_seed(seed, item.image))
 
     def estimate(first: Sequence[int]) -> tuple[np.ndarray, dict]:
         drawn = draw_samples(loaded.model, images, num_samples, L, generator, absorbing=forced,
                              prefix=list(first) or None, rao_blackwell=rb)
-        if rb is None:
-            return montecarlo.marginal_probs(drawn, c)[0], _time_to_event(drawn, event, L, alpha)
-        samples, marginals, pmf = drawn
-        return marginals.numpy()[0], _time_to_event(samples, event, L, alpha, pmf.numpy()[0])
+        est = montecarlo.estimate(drawn, estimator, event, c, alpha)
+        return est.probs[0], _time_to_event(est, drawn.samples, event, alpha)
 
     marginals, tte = estimate(())
     out = {"input": item.name, "model": loaded.source, "family": loaded.family, "trial_id": loaded.trial_id,
