@@ -35,6 +35,7 @@ from focus_tune import metrics
 from focus_tune.baselines import ImageBlind
 from focus_tune.data import ensure_dataset, load_dataset
 from focus_tune.device_split import DeviceSplit
+from focus_tune.eager import eager_optimizers
 from focus_tune.evaluation import evaluate
 from focus_tune.model import Simulator
 from focus_tune.names import ESTIMATORS
@@ -47,6 +48,7 @@ KEYS = ("marginal/ece", "marginal/ce", "marginal/auc", "interval/coverage", "int
 
 
 def main() -> None:
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("recipes", nargs="*", help="kind:epochs:lr[:batch], kind const, oc or decay")
     ap.add_argument("--game", default="hero")

@@ -31,11 +31,13 @@ def train(epochs: int, data_root: str, game: str = "hero", profile: str = "quick
     from focus_tune.config import load_search_config, space_path
     from focus_tune.data import ensure_dataset, load_dataset
     from focus_tune.device_split import DeviceSplit
+    from focus_tune.eager import eager_optimizers
     from focus_tune.job import DataInfo
     from focus_tune.model_io import build_model
     from focus_tune.regularization import LambdaSchedule
     from focus_tune.train import LearningRate, seed_everything, train_one_epoch
 
+    eager_optimizers()  # the worker's process trains: Adam without the torch._dynamo import (focus_tune/eager.py)
     torch.set_num_threads(1)
     cfg = load_search_config(space_path(game), profile).train
     data = load_dataset(ensure_dataset(game, profile, data_root))

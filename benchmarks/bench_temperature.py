@@ -34,6 +34,7 @@ import torch
 from focus_tune import temperature as temp
 from focus_tune.config import load_search_config, space_path
 from focus_tune.data import ensure_dataset, load_dataset
+from focus_tune.eager import eager_optimizers
 from focus_tune.job import DataInfo
 from focus_tune.model_io import build_model
 from focus_tune.regularization import LambdaSchedule
@@ -57,6 +58,7 @@ def old_per_entry(logits: torch.Tensor, labels: np.ndarray) -> temp.TemperatureF
 
 
 def main() -> None:
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--game", default="hero")
     ap.add_argument("--profile", default="quick", choices=("smoke", "quick", "paper"))

@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO))
 
 from focus_tune.config import load_search_config  # noqa: E402
 from focus_tune.data.profiles import get_spec  # noqa: E402
+from focus_tune.eager import eager_optimizers  # noqa: E402
 from focus_tune.model import Simulator  # noqa: E402
 from focus_tune.regularization import LambdaSchedule  # noqa: E402
 from focus_tune.train import train_one_epoch  # noqa: E402
@@ -349,6 +350,7 @@ def rates(report: dict, precision: str) -> dict:
 
 
 def main() -> int:
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dry", action="store_true", help="tiny sizes on the CPU: checks that every section runs")
     ap.add_argument("--out", type=Path, default=None, help="folder for gpu_check.json and gpu_rates.json")

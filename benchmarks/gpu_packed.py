@@ -40,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from focus_tune.model import Simulator  # noqa: E402
+from focus_tune.eager import eager_optimizers  # noqa: E402
 from focus_tune.packed import Member, PackTrainer, new_pack  # noqa: E402
 from focus_tune.packed_eval import evaluate_packed  # noqa: E402
 from focus_tune.regularization import LambdaSchedule  # noqa: E402
@@ -313,6 +314,7 @@ DEVICE_MEMORY_GIB = {"NVIDIA H200": 140.4, "NVIDIA H100 80GB HBM3": 79.6}
 
 
 def main() -> int:
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=None, help="folder for gpu_packed.json")
     parser.add_argument("--dry", action="store_true", help="tiny sizes on the CPU: checks that it runs")

@@ -33,6 +33,7 @@ from focus_tune.baselines import ImageBlind
 from focus_tune.config import load_search_config, space_path
 from focus_tune.data import load_dataset
 from focus_tune.data.profiles import FACEMED, get_spec
+from focus_tune.eager import eager_optimizers
 from focus_tune.model import Simulator
 from focus_tune.regularization import LambdaSchedule
 from focus_tune.train import LearningRate, seed_everything, train_one_epoch
@@ -145,6 +146,7 @@ def plot(files: list[str], figure: str) -> None:
 
 
 def main() -> None:
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--game", default="hero")
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 2000])

@@ -6,7 +6,9 @@ first use: ``Adam.step`` (``_use_grad_for_differentiable``) imports it for a gra
 ``torch._disable_dynamo``, which imports it on the first call. That import costs about a
 CPU-second in every process that trains: every trial's actor, two or more per search, some
 forty searches in the test suite (docs/BENCHMARKS.md, "The test suite"). Nothing in focus_tune
-is compiled, so :func:`eager_optimizers` lets those calls skip it:
+is compiled, so :func:`eager_optimizers`, called where a process that trains starts (the
+trainable's entry ``trainable.run_trial``, solo trials and packs alike, and the benchmarks
+that train; importing focus_tune changes nothing in torch), lets those calls skip it:
 
 * the four methods call themselves: the wrapper's per-function cache (the attribute
   ``torch._compile._disable_dynamo`` looks up before importing) is set to the method itself;

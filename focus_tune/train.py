@@ -14,13 +14,9 @@ import numpy as np
 import torch
 
 from .device_split import DeviceSplit
-from .eager import eager_optimizers
 from .model import Simulator
 from .names import LR_SCHEDULES
 from .regularization import regularized_loss
-
-
-eager_optimizers()  # no torch._dynamo import in a process that trains (focus_tune/eager.py)
 
 
 class NonFiniteLoss(FloatingPointError):

@@ -7,7 +7,8 @@ a crash) or from ``job.resume_from`` (a search resumed by the driver). A final t
 evaluates on the test set and writes the per-entry arrays of that evaluation to a file in
 its checkpoint; a final with ``source_checkpoint`` only evaluates that already-trained model.
 
-The trial's config holds one :class:`~focus_tune.job.TrialJob` under ``"job"``.
+The trial's config holds one :class:`~focus_tune.job.TrialJob` under ``"job"``. The process
+that runs it is where the Adam patch of :mod:`focus_tune.eager` is applied.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ray import tune
 
 from .atomic import disk_full
 from .data import evaluation_groups
+from .eager import eager_optimizers
 from .job import (CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, PackJob, Splits, TrialJob,
                   encode_influence, pack_result)
 from .metrics import item_influence, sequence_ece
@@ -79,6 +81,7 @@ def run_trial(config: dict, data: Splits, on_epoch=None) -> None:
     copy) ends the trial with a result holding only ``DISK_FULL_KEY``: retries would meet the
     same full disk, and the driver stops the search on it rather than score the trial as failed.
     """
+    eager_optimizers()  # a trial's process: its Adam without the torch._dynamo import (focus_tune/eager.py)
     try:
         if isinstance(config[CONFIG_KEY], PackJob):
             _run_pack(config[CONFIG_KEY], data)

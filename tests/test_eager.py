@@ -14,6 +14,8 @@ if sys.argv[1] == "torch":
 from focus_tune import train
 from focus_tune.eager import eager_optimizers
 from focus_tune.model import Simulator
+
+patched = eager_optimizers()  # where a process that trains starts, as a trial's does
 from focus_tune.regularization import LambdaSchedule
 from test_train import chain_split
 
@@ -30,7 +32,7 @@ for epoch in range(2):
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     opt.load_state_dict(state)
 torch.save({"params": [p.detach() for p in model.parameters()], "opt": opt.state_dict(), "losses": losses,
-            "eager": eager_optimizers(), "dynamo": "torch._dynamo" in sys.modules, "hook": steps,
+            "eager": patched, "dynamo": "torch._dynamo" in sys.modules, "hook": steps,
             "grad": torch.is_grad_enabled()}, sys.argv[2])
 """
 
@@ -58,12 +60,28 @@ def test_adam_trains_without_torch_dynamo_and_as_through_torchs_wrappers(tmp_pat
         assert all(torch.equal(state[k], b["state"][key][k]) for k in state)
 
 
+TRIAL = """
+import sys, torch
+import focus_tune.model as m
+import focus_tune.trainable as trainable
+
+imported = getattr(torch.optim.Adam.step, "eager", False)  # importing the trainable leaves torch as it is
+try:
+    trainable.run_trial({"job": None}, None)  # its entry applies the patch first, then finds no job
+except AttributeError:
+    pass
+model = m.Simulator(5, "resnet18", 32, 32, encoder_width=16)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+model(torch.zeros(2, 3, 32, 32, dtype=torch.uint8), torch.zeros(2, 4, dtype=torch.long)).sum().backward()
+opt.step()
+opt.zero_grad()
+opt.load_state_dict(opt.state_dict())
+print(imported, "torch._dynamo" in sys.modules)
+"""
+
+
 def test_a_trial_process_does_not_import_torch_dynamo():
-    """The imports of a trial's actor, a model, an optimizer and its checkpoint's state."""
-    code = ("import sys, torch, focus_tune.trainable, focus_tune.model as m; "
-            "model = m.Simulator(5, 'resnet18', 32, 32, encoder_width=16); "
-            "opt = torch.optim.Adam(model.parameters(), lr=1e-3); model(torch.zeros(2, 3, 32, 32, dtype=torch.uint8), "
-            "torch.zeros(2, 4, dtype=torch.long)).sum().backward(); opt.step(); opt.zero_grad(); "
-            "opt.load_state_dict(opt.state_dict()); print('torch._dynamo' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    """The imports of a trial's actor, its entry (where the patch is applied, not at import), a
+    model, an optimizer and its checkpoint's state."""
+    out = subprocess.run([sys.executable, "-c", TRIAL], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False False"
