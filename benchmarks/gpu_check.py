@@ -242,7 +242,7 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
     from ray import tune
     from ray.tune import Callback
 
-    from focus_tune.plan import TrialSpec
+    from focus_tune.trials import TrialSpec
 
     class Rates(Callback):
         """Each trial's per-epoch training samples/s (Tune's file loggers are off)."""

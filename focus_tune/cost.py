@@ -31,7 +31,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from .plan import Batch, SearchPlan, TrialSpec, priority
+from .plan import SearchPlan
+from .trials import Batch, TrialSpec, priority
 from .rates import load_gpu_rates
 
 _EPS = 1e-9

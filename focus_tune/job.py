@@ -1,6 +1,6 @@
 """What one trial runs: the one typed contract between the search driver and the trainable.
 
-The driver makes a :class:`TrialJob` from the plan's :class:`~focus_tune.plan.TrialSpec`
+The driver makes a :class:`TrialJob` from the plan's :class:`~focus_tune.trials.TrialSpec`
 and the validated config; Ray Tune carries it in the trial's config under ``"job"``; the
 trainable, the MLflow callback and the progress display read its attributes. Nothing on
 the way turns it into a dict.
@@ -16,7 +16,7 @@ import numpy as np
 
 from .config import TrainConfig
 from .data.store import Split
-from .plan import TrialSpec
+from .trials import TrialSpec
 
 CONFIG_KEY = "job"  # the key of the TrialJob in a Tune trial's config
 SUMMARY_KEY = "trial"  # beside it: the job as plain values, for Ray Tune's own logs (job_summary)

@@ -474,9 +474,9 @@ def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
     from chain import chain_simulator, draw_chain
     from focus_tune.config import load_search_config, space_path
     from focus_tune.job import PER_ENTRY_FILE, DataInfo, Splits, TrialJob
-    from focus_tune.plan import TrialSpec
     from focus_tune.regularization import LambdaSchedule
     from focus_tune.trainable import _test_metrics
+    from focus_tune.trials import TrialSpec
 
     n, length, event = 150, 20, 2
     sim = chain_simulator()

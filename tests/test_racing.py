@@ -17,7 +17,7 @@ from focus_tune.report import plot_search, search_trace
 from focus_tune.report.trace import search_lines
 from focus_tune.search.racing import RaceScheduler
 from focus_tune.search.searcher import PlanSearcher
-from focus_tune.search.storage import SearchState
+from focus_tune.state import SearchState
 
 GRID = GridConfig(lambdas=(0.01, 0.05), k1=1, k2=(1, 5), constants=(0.01, 0.05))
 SMOKE = load_search_config(space_path("facemed"), "smoke").train

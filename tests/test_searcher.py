@@ -12,7 +12,7 @@ from focus_tune.interrupt import INTERRUPT
 from focus_tune.job import DataInfo, TrialJob
 from focus_tune.plan import SearchPlan
 from focus_tune.search.searcher import PlanSearcher
-from focus_tune.search.storage import SearchState
+from focus_tune.state import SearchState
 
 GRID = GridConfig(lambdas=(0.01, 0.05), k1=1, k2=(1, 5), constants=(0.01,))
 TRAIN = load_search_config(space_path("facemed"), "smoke").train

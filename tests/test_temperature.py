@@ -226,10 +226,10 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
     from focus_tune.data.store import Split as StoredSplit
     from focus_tune.job import Splits
     from focus_tune.job import PER_ENTRY_FILE, DataInfo, TrialJob
-    from focus_tune.plan import TrialSpec
     from focus_tune.regularization import LambdaSchedule
     from focus_tune.temperature import GRID
     from focus_tune.trainable import _test_metrics
+    from focus_tune.trials import TrialSpec
 
     sim = chain_simulator(P=FAST)
     with torch.no_grad():

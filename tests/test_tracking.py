@@ -23,7 +23,7 @@ from focus_tune import model_io, predict
 from focus_tune.config import load_search_config, space_path
 from focus_tune.data import ensure_dataset, read_manifest
 from focus_tune.job import DataInfo, TrialJob
-from focus_tune.plan import TrialSpec
+from focus_tune.trials import TrialSpec
 from focus_tune.regularization import LambdaSchedule
 from focus_tune.tracking import WINNER_TAG, Tracker, download_model, manifest_digest
 
