@@ -39,10 +39,10 @@ from focus_tune.data.store import load_dataset  # noqa: E402
 from focus_tune.optuna_joint import JointOptuna, default_budget  # noqa: E402
 from focus_tune.plan import SearchPlan  # noqa: E402
 from focus_tune.device_split import DeviceSplit  # noqa: E402
-from focus_tune.evaluation import evaluate  # noqa: E402
+from focus_tune.evaluation import evaluate, evaluation_generator  # noqa: E402
 from focus_tune.job import DataInfo  # noqa: E402
 from focus_tune.model_io import build_model  # noqa: E402
-from focus_tune.trainable import CHECKPOINT_FILE, _eval_gen  # noqa: E402
+from focus_tune.trainable import CHECKPOINT_FILE  # noqa: E402
 
 
 def load_run(run_dir: Path):
@@ -79,7 +79,7 @@ def test_ece(checkpoints: dict, trial_ids, cfg, dataset, seed: int) -> dict[str,
         model.load_state_dict(state["model"])
         t0 = time.perf_counter()
         with torch.no_grad():
-            res = evaluate(model, test, train.num_samples, event=info.event, generator=_eval_gen(seed, -1),
+            res = evaluate(model, test, train.num_samples, event=info.event, generator=evaluation_generator(seed, -1),
                            n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing)
         out[tid] = float(res["marginal/ece"])
         print(f"  test ECE {tid}: {out[tid]:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)

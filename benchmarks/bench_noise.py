@@ -41,8 +41,7 @@ from focus_tune.names import FAMILIES
 from focus_tune.plan import SearchPlan
 from focus_tune.temperature import paired_bootstrap_se
 from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import evaluate
-from focus_tune.trainable import _eval_gen
+from focus_tune.evaluation import evaluate, evaluation_generator
 
 
 
@@ -92,7 +91,7 @@ def main() -> None:
         for d in range(args.draws):
             # Draw 0 repeats the search's own validation draw (its generator), so its score must
             # equal the recorded one; the others are fresh generators.
-            gen = _eval_gen(spec_seed, epoch) if d == 0 else torch.Generator().manual_seed(1_000_003 * d + 7)
+            gen = evaluation_generator(spec_seed, epoch) if d == 0 else torch.Generator().manual_seed(1_000_003 * d + 7)
             out = evaluate(model, val, train.num_samples, info.event, gen, train.ece_bins, train.alpha,
                            absorbing=train.absorbing, per_entry=True)
             runs.append(out["marginal/ece"])

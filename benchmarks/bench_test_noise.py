@@ -45,12 +45,11 @@ from bench_noise import checkpoint_of  # noqa: E402
 from focus_tune.config import load_search_config, space_path  # noqa: E402
 from focus_tune.data import evaluation_groups, load_dataset  # noqa: E402
 from focus_tune.device_split import DeviceSplit  # noqa: E402
-from focus_tune.evaluation import evaluate  # noqa: E402
+from focus_tune.evaluation import evaluate, evaluation_generator  # noqa: E402
 from focus_tune.job import DataInfo  # noqa: E402
 from focus_tune.model_io import build_model  # noqa: E402
 from focus_tune.names import FAMILIES  # noqa: E402
 from focus_tune.plan import SearchPlan  # noqa: E402
-from focus_tune.trainable import _eval_gen  # noqa: E402
 
 METRICS = ("marginal/ece", "marginal/ece_debiased", "interval/coverage", "interval/interval_score",
            "marginal/ce", "marginal/auc")
@@ -96,7 +95,7 @@ def evaluate_run(run: Path, samples: list[int], draws: int) -> tuple[dict, int]:
         for M in samples:
             for d in range(draws):
                 own = d == 0 and M == train.num_samples
-                gen = _eval_gen(s, -1) if own else torch.Generator().manual_seed(1_000_003 * (d + 1) + 7919 * M)
+                gen = evaluation_generator(s, -1) if own else torch.Generator().manual_seed(1_000_003 * (d + 1) + 7919 * M)
                 out = evaluate(model, test, M, info.event, gen, train.ece_bins, train.alpha, groups=groups,
                                absorbing=train.absorbing, estimator=train.estimator)
                 scores.setdefault((family, s), {}).setdefault(M, []).append({k: out[k] for k in METRICS})

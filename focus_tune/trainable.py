@@ -6,6 +6,9 @@ checkpoints at every evaluation and resumes from ``tune.get_checkpoint()`` (a re
 a crash) or from ``job.resume_from`` (a search resumed by the driver). A final trial also
 evaluates on the test set and writes the per-entry arrays of that evaluation to a file in
 its checkpoint; a final with ``source_checkpoint`` only evaluates that already-trained model.
+A pack (:class:`~focus_tune.job.PackJob`) runs its members' trainings as one program and
+validates, checkpoints and reports each as a solo trial would (:func:`_validated`, the one
+step of both).
 
 The trial's config holds one :class:`~focus_tune.job.TrialJob` under ``"job"``. The process
 that runs it is where the Adam patch of :mod:`focus_tune.eager` is applied.
@@ -18,6 +21,7 @@ import math
 import os
 import tempfile
 import time
+from functools import cached_property
 
 import numpy as np
 import ray
@@ -25,16 +29,17 @@ import torch
 from ray import tune
 
 from .atomic import disk_full
+from .config import TrainConfig
 from .data import evaluation_groups
+from .device_split import DeviceSplit
 from .eager import eager_optimizers
-from .job import (CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, PackJob, Splits, TrialJob,
+from .evaluation import Scoring, evaluation_generator, test_result
+from .job import (CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, DataInfo, PackJob, Splits, TrialJob,
                   encode_influence, pack_result)
 from .metrics import item_influence, sequence_ece
 from .model_io import build_model
 from .names import SELECT_KEYS, TS_PREFIX
 from .temperature import GRID, TemperatureFit, choose_on_grid, live_mask, paired_bootstrap_se
-from .device_split import DeviceSplit
-from .evaluation import evaluate, test_result
 from .train import LearningRate, NonFiniteLoss, seed_everything, train_one_epoch
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -67,6 +72,32 @@ def load_checkpoint(checkpoint: tune.Checkpoint) -> dict:
 def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() and tune.get_context().get_trial_resources()
                         .required_resources.get("GPU", 0) > 0 else "cpu")
+
+
+class TrialSplits:
+    """A trial's splits on its device (:class:`~focus_tune.device_split.DeviceSplit`), each moved
+    there once, when first needed: the training split, the validation's first ``val_items``,
+    the test's first ``test_items`` (finals only). A pack's members share one."""
+
+    def __init__(self, data: Splits, train: TrainConfig, info: DataInfo, device: torch.device):
+        self._data, self._train, self._info, self._device = data, train, info, device
+
+    @cached_property
+    def train(self) -> DeviceSplit:
+        return DeviceSplit.from_arrays(self._data.train, self._device)
+
+    @cached_property
+    def val(self) -> DeviceSplit:
+        return DeviceSplit.from_arrays(self._data.val, self._device, items=self._train.val_items)
+
+    @cached_property
+    def test(self) -> DeviceSplit:
+        return DeviceSplit.from_arrays(self._data.test, self._device, items=self._train.test_items)
+
+    @cached_property
+    def test_groups(self) -> dict[str, np.ndarray]:
+        """The test items' groups (FaceMed's age bands: ``interval/coverage_<group>``)."""
+        return evaluation_groups({k: v[:len(self.test)] for k, v in self._data.test.extras.items()}, self._info.game)
 
 
 def run_trial(config: dict, data: Splits, on_epoch=None) -> None:
@@ -104,9 +135,7 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
         model = model.to(memory_format=torch.channels_last)  # with channels_last inputs (model.encode)
     optimizer = torch.optim.Adam(model.parameters(), lr=train.lr)  # no weight decay, as in the paper
     lambdas = job.spec.schedule.tensor()
-    common = dict(event=info.event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing,
-                  estimator=train.estimator)
-    val_estimator, val_samples = train.validation
+    splits = TrialSplits(data, train, info, device)
 
     if job.source_checkpoint:
         # A final that reuses the search trial trained with the same schedule and seed. Its
@@ -116,7 +145,7 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
         model.load_state_dict(state["model"])
         result = {"epoch": state["epoch"], "score": float(state["metrics"][f"val/{SELECT_KEYS[train.select_by]}"])}
         with tempfile.TemporaryDirectory() as d:
-            result.update(_test_metrics(model, data, job, common, device, d))
+            result.update(_test_metrics(model, splits, job, d))
             tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
         return
 
@@ -132,34 +161,20 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
         generator.set_state(state["generator"])
         start, resumed = state["epoch"], True
 
-    train_split = DeviceSplit.from_arrays(data.train, device)
-    val_split = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
-    lr = LearningRate.of(train.lr, train.lr_schedule, train.epochs, len(train_split), train.batch_size)
-    batches = math.ceil(len(train_split) / train.batch_size)
+    validation = Scoring.of(train, "val")
+    lr = LearningRate.of(train.lr, train.lr_schedule, train.epochs, len(splits.train), train.batch_size)
+    batches = math.ceil(len(splits.train) / train.batch_size)
     # A search trial of a racing search validates at the race epoch too (focus_tune.racing).
     race_at = train.race_at if train.racing != "off" and not job.evaluate_test else None
 
     def evaluate_and_report(epoch: int, result: dict) -> None:
         """Validate (deterministic: a fresh generator per epoch), checkpoint and report."""
         t0 = time.perf_counter()
-        val = evaluate(model, val_split, val_samples, generator=_eval_gen(job.spec.seed, epoch),
-                       per_entry=True, **{**common, "estimator": val_estimator})
-        val.pop("per_entry")
-        probs = val.pop("probs")
-        last_val = {f"val/{k.removeprefix('marginal/')}": v for k, v in val.items() if k.startswith("marginal/")}
-        result.update(last_val)
-        final = epoch == train.epochs
-        result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
-        # The evaluation a stage decides by, and its race epoch's (finals decide nothing)
-        if (final or epoch == race_at) and not job.evaluate_test:
-            result[INFLUENCE_KEY] = encode_influence(item_influence(
-                probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins,
-                observed=val_split.observed_numpy))
-        result["time/eval_s"] = time.perf_counter() - t0
+        val = validation.evaluate(model, splits.val, info.event, evaluation_generator(job.spec.seed, epoch),
+                                  per_entry=True)
         with tempfile.TemporaryDirectory() as d:
-            save_checkpoint(d, model, optimizer, epoch, generator, last_val, with_optimizer=not final)
-            if final and job.evaluate_test:
-                result.update(_test_metrics(model, data, job, common, device, d))
+            _validated(d, result, val, time.perf_counter() - t0, epoch, job, splits, model, optimizer, generator,
+                       race_at)
             tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
 
     if start >= train.epochs:
@@ -173,7 +188,7 @@ def _run_trial(config: dict, data: Splits, on_epoch=None) -> None:
             on_epoch(job, epoch, model, resumed)
         t0 = time.perf_counter()
         try:
-            result = train_one_epoch(model, optimizer, train_split, lambdas, train.batch_size, generator,
+            result = train_one_epoch(model, optimizer, splits.train, lambdas, train.batch_size, generator,
                                      autocast=device.type == "cuda" and train.precision == "bf16",
                                      lr=lr, step=(epoch - 1) * batches)
         except NonFiniteLoss as err:
@@ -213,10 +228,10 @@ def _run_pack(pack: PackJob, data: Splits) -> None:
     template = models[0]
     packed, optimizer = new_pack(models, train.lr, device, capturable=device.type == "cuda")
     members = [Member(job.spec.schedule.tensor(), g) for job, g in zip(jobs, generators)]
-    common = dict(event=info.event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing,
-                  estimator=train.estimator)
-    if train.validation[0] != "counted":
-        raise ValueError(f"a pack validates with the counted estimator; estimator {train.validation[0]!r}: use --pack 1")
+    validation = Scoring.of(train, "val")
+    if validation.estimator != "counted":
+        raise ValueError(f"a pack validates with the counted estimator; estimator {validation.estimator!r}: "
+                         "use --pack 1")
     start = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:  # a retry: every member from the pack's last checkpoint
@@ -232,46 +247,30 @@ def _run_pack(pack: PackJob, data: Splits) -> None:
                 members[k].generator.set_state(state["generator"])
                 start = state["epoch"]
     reported = {job.trial_id for job, m in zip(jobs, members) if m.failed}
-    train_split = DeviceSplit.from_arrays(data.train, device)
-    val_split = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
-    trainer = PackTrainer(packed, optimizer, [train_split], members, train.batch_size,
+    splits = TrialSplits(data, train, info, device)
+    trainer = PackTrainer(packed, optimizer, [splits.train], members, train.batch_size,
                           autocast=device.type == "cuda" and train.precision == "bf16", cuda_graph=device.type == "cuda",
-                          lr=LearningRate.of(train.lr, train.lr_schedule, train.epochs, len(train_split),
+                          lr=LearningRate.of(train.lr, train.lr_schedule, train.epochs, len(splits.train),
                                              train.batch_size))
     node = ray.get_runtime_context().get_node_id()
 
     def evaluate_and_report(epoch: int, results: dict) -> None:
         t0 = time.perf_counter()
         alive = [k for k, m in enumerate(members) if m.failed is None]
-        final = epoch == train.epochs
         group = packed if len(alive) == packed.size else PackedSimulator([member_model(packed, k, template)
                                                                           for k in alive])
-        vals = evaluate_packed(group, [val_split] * len(alive), train.validation[1], info.event,
-                               [_eval_gen(jobs[k].spec.seed, epoch) for k in alive], train.ece_bins, train.alpha,
-                               train.absorbing, per_entry=True, threads=max(1, pack.threads))
+        vals = evaluate_packed(group, [splits.val] * len(alive), validation.num_samples, info.event,
+                               [evaluation_generator(jobs[k].spec.seed, epoch) for k in alive], validation.ece_bins,
+                               validation.alpha, validation.absorbing, per_entry=True, threads=max(1, pack.threads))
         eval_s = (time.perf_counter() - t0) / max(1, len(alive))
         with tempfile.TemporaryDirectory() as d:
             for k, val in zip(alive, vals):
                 job = jobs[k]
-                val.pop("per_entry")
-                probs = val.pop("probs")
-                last_val = {f"val/{key.removeprefix('marginal/')}": v for key, v in val.items()
-                            if key.startswith("marginal/")}
-                result = results[job.trial_id]
-                result.update(last_val)
-                result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
-                if final and not job.evaluate_test:
-                    result[INFLUENCE_KEY] = encode_influence(item_influence(
-                        probs, val_split.sequences.cpu().numpy(), train.select_by, train.ece_bins,
-                        observed=val_split.observed_numpy))
-                result["time/eval_s"] = eval_s
                 folder = os.path.join(d, job.trial_id)
                 os.makedirs(folder)
-                model = member_model(packed, k, template)
-                save_checkpoint(folder, model, member_optimizer_state(optimizer, packed, k), epoch,
-                                members[k].generator, last_val, with_optimizer=not final)
-                if final and job.evaluate_test:
-                    result.update(_test_metrics(model.eval(), data, job, common, device, folder))
+                _validated(folder, results[job.trial_id], val, eval_s, epoch, job, splits,
+                           member_model(packed, k, template), member_optimizer_state(optimizer, packed, k),
+                           members[k].generator, race_at=None)  # packs are not raced
             tune.report(pack_result(results, epoch=epoch, node_id=node), checkpoint=tune.Checkpoint.from_directory(d))
 
     if start >= train.epochs:  # its last checkpoint saved, its results not recorded: evaluate again
@@ -300,11 +299,35 @@ def _run_pack(pack: PackJob, data: Splits) -> None:
             tune.report(pack_result(results, epoch=epoch, node_id=node))
 
 
-def _eval_gen(seed: int, epoch: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed * 100_003 + epoch)
+def _validated(folder: str, result: dict, val: dict, eval_s: float, epoch: int, job: TrialJob, splits: TrialSplits,
+               model, optimizer, generator: torch.Generator, race_at: int | None) -> None:
+    """One training's validation after ``epoch`` into its result and its checkpoint in ``folder``:
+    the solo trial's step and each pack member's.
+
+    ``val``: the validation's :func:`~focus_tune.evaluation.evaluate` result (with its per-entry
+    arrays and probabilities). ``result`` gains the ``val/`` metrics, the score and, where a
+    stage decides by this evaluation (the last epoch's, the race epoch's; finals decide
+    nothing), the validation items' influences; the checkpoint keeps the optimizer until the
+    last epoch, and a final's last epoch adds its test metrics (:func:`_test_metrics`).
+    """
+    train = job.train
+    val.pop("per_entry")
+    probs = val.pop("probs")
+    last_val = {f"val/{k.removeprefix('marginal/')}": v for k, v in val.items() if k.startswith("marginal/")}
+    result.update(last_val)
+    result["score"] = float(last_val[f"val/{SELECT_KEYS[train.select_by]}"])
+    final = epoch == train.epochs
+    if (final or epoch == race_at) and not job.evaluate_test:
+        result[INFLUENCE_KEY] = encode_influence(item_influence(
+            probs, splits.val.sequences.cpu().numpy(), train.select_by, train.ece_bins,
+            observed=splits.val.observed_numpy))
+    result["time/eval_s"] = eval_s
+    save_checkpoint(folder, model, optimizer, epoch, generator, last_val, with_optimizer=not final)
+    if final and job.evaluate_test:
+        result.update(_test_metrics(model, splits, job, folder))
 
 
-def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, folder: str) -> dict:
+def _test_metrics(model, splits: TrialSplits, job: TrialJob, folder: str) -> dict:
     """The final's test metrics; a 'none' final adds its temperature-scaled baseline. The
     per-entry arrays (for the report's figures) go to ``folder/test_per_entry.json``.
 
@@ -318,25 +341,26 @@ def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, fold
     """
     train, seed = job.train, job.spec.seed
     t0 = time.perf_counter()
-    test = DeviceSplit.from_arrays(data.test, device, items=train.test_items)
+    test, scoring = splits.test, Scoring.of(train)
     labels = test.sequences.cpu().numpy()
-    cond = job.data.condition_class
-    groups = evaluation_groups({k: v[:len(test)] for k, v in data.test.extras.items()}, job.data.game)
-    common = {**common, "groups": groups}
-    out = evaluate(model, test, train.num_samples, generator=_eval_gen(seed, -1),
-                   condition_class=cond, per_entry=True, **common)
+
+    def evaluated(temperature: torch.Tensor | None = None) -> dict:  # the unscaled evaluation's uniforms
+        return scoring.evaluate(model, test, job.data.event, evaluation_generator(seed, -1),
+                                condition_class=job.data.condition_class, per_entry=True, temperature=temperature,
+                                groups=splits.test_groups)
+
+    out = evaluated()
     per_entry, probs = out.pop("per_entry"), out.pop("probs")
     result = test_result(out, per_entry, probs, labels, train.ece_bins, observed=test.observed_numpy)
     files = {"test_per_entry": result.pop("test_per_entry")}
     if job.spec.family == "none":
         t1 = time.perf_counter()
-        fit = _fit_temperature(model, data, job, device)
+        fit = _fit_temperature(model, splits, job)
         result["time/temperature_s"] = time.perf_counter() - t1
         if fit.pooled == 1.0:  # no change: the same draws (below) would give the same numbers
             ts, ts_entry, ts_probs = dict(out), dict(per_entry), probs
-        else:  # the unscaled evaluation's uniforms: the rows differ by the temperature alone
-            ts = evaluate(model, test, train.num_samples, generator=_eval_gen(seed, -1), condition_class=cond,
-                          per_entry=True, temperature=torch.as_tensor(fit.temperature), **common)
+        else:  # the rows differ by the temperature alone
+            ts = evaluated(torch.as_tensor(fit.temperature))
             ts_entry, ts_probs = ts.pop("per_entry"), ts.pop("probs")
         ts_entry["temperature"] = fit.temperature
         ts_entry["temperature_grid"] = {"T": list(fit.scores), "val_ece": list(fit.scores.values())}
@@ -350,7 +374,7 @@ def _test_metrics(model, data: Splits, job: TrialJob, common: dict, device, fold
     return result
 
 
-def _fit_temperature(model, data: Splits, job: TrialJob, device) -> TemperatureFit:
+def _fit_temperature(model, splits: TrialSplits, job: TrialJob) -> TemperatureFit:
     """The temperature-scaled baseline's temperature: one T on :data:`~focus_tune.temperature.GRID`
     with the lowest validation sampled marginal ECE, the criterion the search picks lambda by,
     kept only if it beats T = 1 by more than twice the standard error of the difference (a
@@ -367,18 +391,15 @@ def _fit_temperature(model, data: Splits, job: TrialJob, device) -> TemperatureF
     temperature's, not Monte Carlo noise.
     """
     train, info = job.train, job.data
-    val = DeviceSplit.from_arrays(data.val, device, items=train.val_items)
+    val, validation = splits.val, Scoring.of(train, "val")
     labels = val.sequences.cpu().numpy()
     observed = val.observed_numpy  # right-censored data: every score over the observed labels
     L = labels.shape[1]
     probs = {}
 
-    estimator, samples = train.validation
-
     def val_ece(t: float) -> float:
-        out = evaluate(model, val, samples, info.event, _eval_gen(job.spec.seed, -3), train.ece_bins,
-                       train.alpha, absorbing=train.absorbing, temperature=torch.full((L,), t),
-                       estimator=estimator, per_entry=True)
+        out = validation.evaluate(model, val, info.event, evaluation_generator(job.spec.seed, -3),
+                                  temperature=torch.full((L,), t), per_entry=True)
         probs[t] = out["probs"]
         return out["marginal/ece"]
 

@@ -475,7 +475,7 @@ def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
     from focus_tune.config import load_search_config, space_path
     from focus_tune.job import PER_ENTRY_FILE, DataInfo, Splits, TrialJob
     from focus_tune.regularization import LambdaSchedule
-    from focus_tune.trainable import _test_metrics
+    from focus_tune.trainable import TrialSplits, _test_metrics
     from focus_tune.trials import TrialSpec
 
     n, length, event = 150, 20, 2
@@ -494,11 +494,10 @@ def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
     spec = TrialSpec(trial_id="none-s0", stage="none", family="none", schedule=LambdaSchedule.none(length), seed=0,
                      params={"seed": 0})
     job = TrialJob(spec=spec, train=train, data=DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3))
-    common = dict(event=event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing)
     outs = []
     for filler in (0, 1):
         data = Splits(split("train", 3, filler), split("val", 1, filler), split("test", 2, filler))
-        outs.append(_test_metrics(sim, data, job, common, "cpu", str(tmp_path)))
+        outs.append(_test_metrics(sim, TrialSplits(data, train, job.data, torch.device("cpu")), job, str(tmp_path)))
         outs[-1].pop("time/test_s"), outs[-1].pop("time/temperature_s")
     test = split("test", 2)
     assert outs[0]["test/data/censored_items"] == test.censored.sum() > 0

@@ -228,7 +228,7 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
     from focus_tune.job import PER_ENTRY_FILE, DataInfo, TrialJob
     from focus_tune.regularization import LambdaSchedule
     from focus_tune.temperature import GRID
-    from focus_tune.trainable import _test_metrics
+    from focus_tune.trainable import TrialSplits, _test_metrics
     from focus_tune.trials import TrialSpec
 
     sim = chain_simulator(P=FAST)
@@ -247,8 +247,11 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
     spec = TrialSpec(trial_id="none-s0", stage="none", family="none", schedule=LambdaSchedule.none(L), seed=0,
                      params={"seed": 0})
     job = TrialJob(spec=spec, train=train, data=DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3))
-    common = dict(event=event, n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing)
-    out = _test_metrics(sim, Splits(split("train", 3), split("val", 1), split("test", 2)), job, common, "cpu", str(tmp_path))
+    def splits():
+        return TrialSplits(Splits(split("train", 3), split("val", 1), split("test", 2)), train, job.data,
+                           torch.device("cpu"))
+
+    out = _test_metrics(sim, splits(), job, str(tmp_path))
 
     t = out["temperature-scaled/test/temperature_pooled"]
     assert t in GRID and t <= 0.9  # the model is too unsure: the validation ECE asks for a cooler T
@@ -265,8 +268,7 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
 
     # The chain itself (calibrated): no candidate beats T = 1 beyond the noise, so T = 1 stays
     # and the row repeats the unscaled one exactly (the same uniforms, the same model).
-    calibrated = _test_metrics(chain_simulator(P=FAST), Splits(split("train", 3), split("val", 1), split("test", 2)), job,
-                               common, "cpu", str(tmp_path))
+    calibrated = _test_metrics(chain_simulator(P=FAST), splits(), job, str(tmp_path))
     assert calibrated["temperature-scaled/test/temperature_pooled"] == 1.0
     assert calibrated["temperature-scaled/test/temperature_at_bound"] == 0
     for key in ("marginal/ece", "marginal/ece_debiased", "marginal/ce", "interval/coverage", "interval/interval_score"):

@@ -112,3 +112,29 @@ def test_a_member_resumes_alone_from_its_folder(fake_tune, tmp_path):
     for (a, _), (b, _) in zip(alone, whole[1:]):
         packed = _members(b)[member.trial_id]
         assert {k: v for k, v in a.items() if k in packed} == packed
+
+
+def test_each_split_goes_to_the_device_once_per_trial(fake_tune, tmp_path, monkeypatch):
+    """A 'none' final (validation every epoch, the test, the temperature's validation grid) and
+    a pack of two: the train, val and test splits are each moved to the device once."""
+    import dataclasses
+
+    from focus_tune.device_split import DeviceSplit
+
+    cfg, splits, jobs = _pack_setup(tmp_path, members=2)
+    finals = tuple(TrialJob(dataclasses.replace(j.spec, stage="final", family="none", trial_id=f"final-{k}"), j.train,
+                            j.data, threads=1) for k, j in enumerate(jobs))
+    moved = []
+    to_device = DeviceSplit.from_arrays.__func__
+
+    def counted(cls, split, *args, **kwargs):
+        moved.append(split.name)
+        return to_device(cls, split, *args, **kwargs)
+
+    monkeypatch.setattr(DeviceSplit, "from_arrays", classmethod(counted))
+    for job in (finals[0], PackJob(finals)):
+        moved.clear()
+        trainable.run_trial({"job": job}, splits)
+        assert sorted(moved) == ["test", "train", "val"], job
+    assert all("temperature-scaled/test/marginal/ece" in json.loads(r[MEMBERS_KEY])[f.trial_id]
+               for r, _ in fake_tune["reports"][-1:] for f in finals)
