@@ -49,7 +49,8 @@ def final_rows(plan: SearchPlan, state: SearchState) -> tuple[dict[str, list[dic
 def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, state: SearchState, dataset: Dataset,
                   folder: Path, tracker: Tracker, winners: dict[str, StageWinner]) -> Report:
     from .. import cost
-    from ..baselines import Scoring, with_baselines
+    from ..baselines import with_baselines
+    from ..evaluation import Scoring
     from ..names import SELECT_NAMES
     from ..report import search_trace, write_report
 
