@@ -78,6 +78,7 @@ LONG_FILES = (
     "test_disk_full.py",  # 87 + the smoke search
     "test_racing.py",  # 99
     "test_autoscaler.py",  # 90
+    "test_own_data_e2e.py",  # ~70: import, a smoke search, predict, pyfunc
     "test_pyfunc.py",  # 64
     "test_wheel.py",  # 63
     "test_gpu_check.py",  # 59
