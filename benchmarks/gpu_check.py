@@ -15,10 +15,14 @@ Prints, with the device's name:
    fraction, the best ``--gpus-per-trial`` and the cost model's estimate of the search on 8 GPUs (focus_tune.cost);
 5. a smoke search with ``--gpus-per-trial 0.25`` end to end.
 
-The measured rates are written to ``gpu_rates.json`` (``--out``), the file the dry run
-reads (``focus_tune/gpu_rates.json``).
+The measured rates are written to ``gpu_rates.json`` (``--out``) and to ``--rates-out PATH``:
+the file the dry run reads, ``focus_tune/gpu_rates.json`` (one NVIDIA H200) unless it is given
+``--rates PATH`` (or ``$FOCUS_TUNE_GPU_RATES``), which prices a search on your own card:
 
     python benchmarks/gpu_check.py [--out DIR]        # on a GPU: about 5 minutes
+    python benchmarks/gpu_check.py --rates-out my_gpu_rates.json
+    python -m focus_tune.search --game hero --profile paper --dry-run --cluster-gpus 8 \
+        --gpus-per-trial 0.5 --rates my_gpu_rates.json
     python benchmarks/gpu_check.py --dry              # on a CPU, tiny sizes: checks it runs
 
 ``--dry`` runs every section with tiny sizes on the CPU (the Ray Tune section without GPUs,
@@ -354,6 +358,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dry", action="store_true", help="tiny sizes on the CPU: checks that every section runs")
     ap.add_argument("--out", type=Path, default=None, help="folder for gpu_check.json and gpu_rates.json")
+    ap.add_argument("--rates-out", type=Path, default=None, metavar="PATH",
+                    help="also write the rates here: the file the search's --dry-run --rates PATH reads")
     ap.add_argument("--sections", default="train,mc,tune,search")
     ap.add_argument("--mc-budget-s", type=float, default=120.0,
                     help="run the whole validation split only if the probe predicts at most this")
@@ -364,6 +370,7 @@ def main() -> int:
         report = json.loads(args.from_json.read_text())
         report["rates"] = rates(report, rates_precision(report))
         _write(args.out, "gpu_rates.json", report["rates"])
+        _write_rates(args.rates_out, report["rates"])
         print(f"rates of {report['device']} ({report['rates']['precision']}) from {args.from_json}")
         paper_cost(report["rates"], report["dry"])
         return 0
@@ -427,6 +434,7 @@ def main() -> int:
         if all(k in report for k in ("train", "mc", "tune")):
             report["rates"] = rates(report, rates_precision(report))
             _write(args.out, "gpu_rates.json", report["rates"])
+            _write_rates(args.rates_out, report["rates"])
             sections.add("paper")
             section("paper", "4. the paper H.E.R.O. profile from these rates",
                     lambda: paper_cost(report["rates"], dry))
@@ -450,6 +458,15 @@ def _write(out: Path | None, name: str, obj: dict) -> None:
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(json.dumps(obj, indent=2, default=float) + "\n")
+
+
+def _write_rates(path: Path | None, rates: dict) -> None:
+    """The rates file of ``--rates-out``, and the dry run that reads it."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(rates, indent=2, default=float) + "\n")
+        print(f"rates of {rates['device']} written to {path}: python -m focus_tune.search ... --dry-run "
+              f"--cluster-gpus N --rates {path}", flush=True)
 
 
 def _with_local_ray(dry: bool, fn):

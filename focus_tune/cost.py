@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 from .plan import SearchPlan
 from .trials import Batch, TrialSpec, priority
-from .rates import load_gpu_rates
 
 _EPS = 1e-9
 
@@ -223,13 +222,14 @@ def describe_batches(batches: list[Batch], cpus_per_trial: float, gpus_per_trial
 def plan_cost(plan: SearchPlan, cfg, cluster_gpus: int | None = None, gpus_per_trial: float = 1.0,
               trial_minutes: float | None = None, *, cpus_per_trial: float = 1.0,
               cluster_cpus: float | None = None, max_concurrent: int = 0, epoch_minutes: float | None = None,
-              eval_minutes: float | None = None, results=None) -> str:
+              eval_minutes: float | None = None, results=None, rates: dict | None = None) -> str:
     """The dry-run text: the plan, its savings and, with ``cluster_gpus``, its cost.
 
     cfg: the :class:`~focus_tune.config.SearchConfig` (epochs, profile); trial_minutes: one
     training at this GPU fraction (or ``epoch_minutes`` x epochs); results: known results of
     a resumed search (done batches then come out as they ran); cpus_per_trial: each trial's
-    CPUs (the search's default is 1).
+    CPUs (the search's default is 1); rates: the GPU rates the dry run reads
+    (``rates.load_gpu_rates``), named where no per-trial time is given.
     """
     epochs = cfg.train.epochs
     batches = plan.dry_run(results)
@@ -260,7 +260,6 @@ def plan_cost(plan: SearchPlan, cfg, cluster_gpus: int | None = None, gpus_per_t
                      + ", ".join(str(math.ceil(len(b.trials) / slots)) if slots else "-" for b in batches))
         lines.append("no per-trial time: pass --trial-minutes (one training of "
                      f"{epochs} epochs at this GPU fraction) to estimate wall time and GPU-hours")
-        rates = load_gpu_rates()
         if rates:
             lines.append(f"(the GPU rates measured on {rates['device']} cover --gpus-per-trial "
                          + ", ".join(rates["sharing_slowdown"]) + " on the built-in datasets)")

@@ -1,12 +1,16 @@
 """Where a search's time per training comes from: the user's --trial-minutes, a finished
-run of the same search, or the GPU rates that ``benchmarks/gpu_check.py`` measured
-(``focus_tune/gpu_rates.json``); and the packs' rates that ``benchmarks/gpu_packed.py``
-measured (``focus_tune/gpu_pack_rates.json``), which ``--pack auto`` and the dry run read."""
+run of the same search, or the GPU rates that ``benchmarks/gpu_check.py`` measured (the
+packaged ``focus_tune/gpu_rates.json``, one NVIDIA H200; or the user's own GPU's, written by
+``gpu_check.py --rates-out PATH`` and read from ``--rates PATH`` or ``$FOCUS_TUNE_GPU_RATES``);
+and the packs' rates that ``benchmarks/gpu_packed.py`` measured
+(``focus_tune/gpu_pack_rates.json``), which ``--pack auto`` and the dry run read."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import statistics
 from pathlib import Path
 from typing import Mapping
@@ -23,12 +27,46 @@ def measured_trial_minutes(trial_seconds: Mapping[str, float], seed: int | None 
 
 
 GPU_RATES = Path(__file__).with_name("gpu_rates.json")
+GPU_RATES_ENV = "FOCUS_TUNE_GPU_RATES"  # a rates file of one's own GPU, where --rates is not given
+RATES_KEYS = ("device", "measured", "command", "precision", "train_samples_per_s_alone", "sharing_slowdown",
+              "val_s_per_item_entry")
 
 
-def load_gpu_rates(path: Path = GPU_RATES) -> dict | None:
-    """The GPU rates measured by ``benchmarks/gpu_check.py`` (its ``gpu_rates.json``), or None."""
-    path = Path(path)
-    return json.loads(path.read_text()) if path.exists() else None
+class RatesError(ValueError):
+    """A rates file that was asked for and cannot be read: the message names it and what is wrong."""
+
+
+def load_gpu_rates(path: Path | None = None) -> dict | None:
+    """The GPU rates measured by ``benchmarks/gpu_check.py``: those of ``path`` (``--rates``),
+    else of ``$FOCUS_TUNE_GPU_RATES``, else the packaged ones (None if that file is absent). A
+    file that was asked for must exist and hold every key the dry run reads (:data:`RATES_KEYS`),
+    else :class:`RatesError`."""
+    if path is None and not os.environ.get(GPU_RATES_ENV):
+        return json.loads(GPU_RATES.read_text()) if GPU_RATES.exists() else None
+    where = f"--rates {path}" if path is not None else f"${GPU_RATES_ENV}={os.environ[GPU_RATES_ENV]}"
+    path = Path(path if path is not None else os.environ[GPU_RATES_ENV])
+    try:
+        rates = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise RatesError(f"{where}: cannot read the GPU rates ({type(err).__name__}: {err}); write them on your GPU "
+                         "with python benchmarks/gpu_check.py --rates-out PATH") from None
+    missing = [key for key in RATES_KEYS if key not in rates] if isinstance(rates, dict) else list(RATES_KEYS)
+    if missing:
+        raise RatesError(f"{where}: not a rates file of benchmarks/gpu_check.py: no {', '.join(missing)}")
+    return rates
+
+
+def same_gpu(gpu_type: str, device: str) -> bool:
+    """Whether the GPU type a user names (``--gpu-type A10G``, as Ray's ``accelerator_type:A10G``)
+    is the card ``device`` (torch's name of it, which a rates file records: ``NVIDIA A10G``):
+    every word of the type is a word of the device's name, case aside and a memory size's
+    ``GB`` written ``G`` as Ray does (``A100-80G`` is ``NVIDIA A100-SXM4-80GB``; ``L4`` is not
+    ``NVIDIA L40S``, nor ``A10G`` ``NVIDIA H200``)."""
+    def words(name: str) -> list[str]:
+        return [re.sub(r"^(\d+)gb$", r"\1g", w) for w in re.findall(r"[a-z0-9]+", name.lower())]
+
+    wanted, have = words(gpu_type), set(words(device))
+    return bool(wanted) and all(w in have for w in wanted)
 
 
 def _slowdown(rates: dict, gpus_per_trial: float) -> float | None:
@@ -71,18 +109,18 @@ def evaluation_minutes_from_rates(rates: dict, spec, cfg, gpus_per_trial: float)
 
 
 def trial_minutes_for(user_minutes: float | None, measured: float | None, measured_from: str, cfg, game: str,
-                      profile: str, gpus_per_trial: float,
-                      builtin_data: bool = True) -> tuple[float | None, float | None, str]:
+                      profile: str, gpus_per_trial: float, builtin_data: bool = True,
+                      rates: dict | None = None) -> tuple[float | None, float | None, str]:
     """(minutes per training, minutes per test evaluation or None for the default, source):
     the per-training time the dry run costs with, and where it comes from: the user's
     ``--trial-minutes``; else ``measured``, the median training of an earlier run of this
-    search (:func:`measured_trial_minutes`; ``measured_from`` says where); else, for a built-in dataset and a GPU fraction the GPU
-    check measured, the measured GPU rates (:func:`training_minutes_from_rates`)."""
+    search (:func:`measured_trial_minutes`; ``measured_from`` says where); else, for a built-in
+    dataset and a GPU fraction the GPU check measured, the GPU ``rates``
+    (:func:`training_minutes_from_rates`; the source then names their GPU)."""
     if user_minutes:
         return user_minutes, None, "--trial-minutes"
     if measured:
         return measured, None, measured_from
-    rates = load_gpu_rates()
     if rates and builtin_data:
         from .data.profiles import get_spec
 

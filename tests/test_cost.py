@@ -6,11 +6,10 @@ import pytest
 
 from focus_tune.config import GridConfig, load_search_config, space_path
 from focus_tune.plan import SearchPlan
-from focus_tune import rates as rate_source
 from focus_tune.data.profiles import GAMES, get_spec
 from focus_tune.cost import Resources, efficiency, estimate, naive_rounds, plan_cost, simulate, stats
-from focus_tune.rates import (evaluation_minutes_from_rates, load_gpu_rates, measured_trial_minutes, trial_minutes_for,
-                              training_minutes_from_rates)
+from focus_tune.rates import (evaluation_minutes_from_rates, load_gpu_rates, measured_trial_minutes, same_gpu,
+                              trial_minutes_for, training_minutes_from_rates)
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +127,9 @@ def test_plan_cost_without_a_cluster_or_a_time(hero):
     no_time = plan_cost(plan, cfg, cluster_gpus=4, gpus_per_trial=0.0)
     assert "costing with 1 GPU per trial" in no_time and "4 trials at once" in no_time
     assert "pass --trial-minutes" in no_time and "waves per round: 3, 3, 1, 4, 1" in no_time
+    assert "GPU rates" not in no_time  # none given
+    named = plan_cost(plan, cfg, cluster_gpus=4, gpus_per_trial=0.0, rates=RATES)
+    assert "(the GPU rates measured on Test GPU cover --gpus-per-trial 1, 0.5 on the built-in datasets)" in named
     by_epoch = plan_cost(plan, cfg, cluster_gpus=4, gpus_per_trial=1, epoch_minutes=0.5)
     assert "1h40m per training" in by_epoch  # 200 epochs x 0.5 min
 
@@ -165,15 +167,27 @@ def test_training_minutes_from_rates_by_hand(hero):
     assert training_minutes_from_rates(RATES, get_spec("facemed", "paper"), cfg, 1.0) is None  # shape not measured
 
 
-def test_trial_minutes_for_prefers_the_user_then_a_run_then_the_rates(hero, tmp_path, monkeypatch):
+def test_trial_minutes_for_prefers_the_user_then_a_run_then_the_rates(hero):
     cfg, _ = hero
-    monkeypatch.setattr(rate_source, "load_gpu_rates", lambda: RATES)
-    assert trial_minutes_for(42.0, 10.0, "a run", cfg, "hero", "paper", 0.5) == (42.0, None, "--trial-minutes")
-    minutes, test_minutes, source = trial_minutes_for(None, None, "", cfg, "hero", "paper", 0.5)
+    assert trial_minutes_for(42.0, 10.0, "a run", cfg, "hero", "paper", 0.5, rates=RATES) == (42.0, None,
+                                                                                              "--trial-minutes")
+    minutes, test_minutes, source = trial_minutes_for(None, None, "", cfg, "hero", "paper", 0.5, rates=RATES)
     assert minutes == pytest.approx(training_minutes_from_rates(RATES, get_spec("hero", "paper"), cfg, 0.5))
     assert test_minutes > 0 and "Test GPU" in source and "validation every 10" in source
-    assert trial_minutes_for(None, None, "", cfg, "hero", "paper", 0.5, builtin_data=False) == (None, None, "")
-    assert trial_minutes_for(None, 10.0, "a run", cfg, "hero", "paper", 0.5) == (10.0, None, "a run")
+    assert trial_minutes_for(None, None, "", cfg, "hero", "paper", 0.5, builtin_data=False,
+                             rates=RATES) == (None, None, "")
+    assert trial_minutes_for(None, 10.0, "a run", cfg, "hero", "paper", 0.5, rates=RATES) == (10.0, None, "a run")
+    assert trial_minutes_for(None, None, "", cfg, "hero", "paper", 0.5) == (None, None, "")  # no rates
+
+
+@pytest.mark.parametrize("gpu_type, device, same", [
+    ("A10G", "NVIDIA A10G", True), ("a10g", "NVIDIA A10G", True), ("H200", "NVIDIA H200", True),
+    ("A10G", "NVIDIA H200", False), ("A10", "NVIDIA A10G", False), ("L4", "NVIDIA L40S", False),
+    ("H20", "NVIDIA H200", False), ("A100-80G", "NVIDIA A100-SXM4-80GB", True),
+    ("A100-40G", "NVIDIA A100-SXM4-80GB", False), ("RTX 4090", "NVIDIA GeForce RTX 4090", True),
+])
+def test_same_gpu_matches_whole_words_of_the_card(gpu_type, device, same):
+    assert same_gpu(gpu_type, device) is same
 
 
 def test_the_committed_gpu_rates_cover_every_paper_dataset_shape():

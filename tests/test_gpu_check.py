@@ -43,3 +43,23 @@ def test_gpu_check_dry_runs_every_section(tmp_path):
     again = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--from-json",
                             str(tmp_path / "gpu_check.json")], env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "best --gpus-per-trial on 8 GPUs" in again.stdout, again.stderr[-2000:]
+
+
+def test_rates_out_writes_the_file_the_dry_run_reads(tmp_path, capsys, monkeypatch):
+    """--rates-out from the saved H200 run 2 writes the packaged rates (they were made so), and
+    the search's dry run reads it with --rates and names its card."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "FOCUS_TUNE_GPU_RATES"))}
+    out = tmp_path / "mine" / "rates.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--from-json",
+                           str(REPO / "docs" / "results" / "gpu" / "h200-run2.json"), "--rates-out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"rates of NVIDIA H200 written to {out}" in proc.stdout
+    assert json.loads(out.read_text()) == json.loads((REPO / "focus_tune" / "gpu_rates.json").read_text())
+    from focus_tune import search
+
+    monkeypatch.delenv("FOCUS_TUNE_GPU_RATES", raising=False)
+    assert search.main(["--game", "hero", "--profile", "paper", "--dry-run", "--cluster-gpus", "8",
+                        "--gpus-per-trial", "0.5", "--rates", str(out), "--storage", str(tmp_path / "runs")]) == 0
+    printed = capsys.readouterr().out
+    assert "time per training: rates measured on one NVIDIA H200" in printed and "24.8 billed" in printed

@@ -50,6 +50,68 @@ def test_dry_run_costs_packs_from_the_measured_rates(capsys):
     assert exit_.value.code == 2 and "argument --pack: expected an integer >= 1 or 'auto'" in capsys.readouterr().err
 
 
+PAPER_DRY_RUN = ["--game", "hero", "--profile", "paper", "--dry-run", "--cluster-gpus", "8", "--gpus-per-trial", "0.5"]
+
+
+def _own_rates(path: Path, device: str) -> Path:
+    """A rates file as benchmarks/gpu_check.py --rates-out writes it, of a card of one's own."""
+    path.write_text(json.dumps({
+        "device": device, "measured": "2027-01-02", "command": "python benchmarks/gpu_check.py", "precision": "bf16",
+        "batch_size": 256, "num_samples": 100, "train_samples_per_s_alone": {"3x84x84 L=300": 4000.0},
+        "sharing_slowdown": {"1": 1.0, "0.5": 1.2}, "val_s_per_item_entry": 2e-5}))
+    return path
+
+
+def test_the_dry_run_names_the_gpu_of_its_rates_and_warns_for_another(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FOCUS_TUNE_GPU_RATES", raising=False)
+    assert search.main([*PAPER_DRY_RUN, "--gpu-type", "A10G"]) == 0  # the packaged rates: one H200
+    out = capsys.readouterr().out
+    assert "time per training: rates measured on one NVIDIA H200 (2026-11-26" in out
+    assert "24.8 billed" in out  # CLUSTER.md's and BENCHMARKS' 8 GPUs at 0.5
+    (warning,) = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert warning.startswith("warning: the times above come from rates measured on one NVIDIA H200, not on the "
+                              "cluster's A10G (--gpu-type)") and "--rates-out PATH" in warning
+    assert search.main([*PAPER_DRY_RUN, "--gpu-type", "H200"]) == 0
+    assert "warning:" not in capsys.readouterr().out
+    assert search.main([*PAPER_DRY_RUN, "--gpu-type", "A10G", "--trial-minutes", "60"]) == 0
+    assert "warning:" not in capsys.readouterr().out  # the user's time, not the rates
+
+    # A10G rates of one's own (gpu_check.py --rates-out), by flag or by environment: named, no warning.
+    # 200 epochs x 98553 items x 1.2 / 4000 samples/s + 20 validations x 16769 x 300 x 2e-5 s x 1.2: 139 min
+    rates = _own_rates(tmp_path / "a10g.json", "NVIDIA A10G")
+    assert search.main([*PAPER_DRY_RUN, "--rates", str(rates), "--gpu-type", "A10G"]) == 0
+    out = capsys.readouterr().out
+    assert "time per training: rates measured on one NVIDIA A10G (2027-01-02" in out
+    assert "2h19m per training" in out and "H200" not in out and "warning:" not in out
+    monkeypatch.setenv("FOCUS_TUNE_GPU_RATES", str(rates))
+    assert search.main([*PAPER_DRY_RUN, "--gpu-type", "H200"]) == 0
+    out = capsys.readouterr().out
+    assert "rates measured on one NVIDIA A10G" in out
+    assert "warning: the times above come from rates measured on one NVIDIA A10G, not on the cluster's H200" in out
+
+
+def test_rates_and_gpu_type_are_checked(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FOCUS_TUNE_GPU_RATES", raising=False)
+    missing = tmp_path / "nope.json"
+    assert search.main([*PAPER_DRY_RUN, "--rates", str(missing)]) == 2
+    assert f"error: --rates {missing}: cannot read the GPU rates (FileNotFoundError" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"device": "NVIDIA A10G"}))
+    monkeypatch.setenv("FOCUS_TUNE_GPU_RATES", str(bad))
+    assert search.main(PAPER_DRY_RUN) == 2
+    err = capsys.readouterr().err
+    assert f"error: $FOCUS_TUNE_GPU_RATES={bad}: not a rates file of benchmarks/gpu_check.py: no measured," in err
+    for flag in (["--gpu-type", "A10G"], ["--rates", str(bad)]):
+        assert search.main(["--game", "hero", *flag]) == 2
+        assert "--gpu-type and --rates are what the dry run costs with: use them with --dry-run" in capsys.readouterr().err
+
+
+def test_ray_client_addresses_are_refused_with_what_to_do(capsys):
+    assert search.main(["--game", "hero", "--profile", "smoke", "--address", "ray://head:10001"]) == 2
+    err = capsys.readouterr().err
+    assert "--address ray://head:10001: Ray Client (ray://) is not supported" in err and "--address auto" in err
+
+
 def test_final_seeds_flag_sets_the_retrainings_per_family(capsys):
     # 13 search trainings; each family's seed-0 final reuses its search trial (a test
     # evaluation), so 5 seeds add 3 x 4 trainings.

@@ -43,6 +43,8 @@ class SearchOptions:
     dry_run: bool
     cluster_gpus: int | None
     trial_minutes: float | None
+    gpu_type: str | None = None  # with --dry-run: the cluster's GPU, checked against the rates' card
+    rates: Path | None = None  # with --dry-run: a rates file of benchmarks/gpu_check.py (rates.load_gpu_rates)
     print_config: bool = False
     overrides: tuple[tuple[str, Any], ...] = ()  # --set KEY=VALUE, in order (config.apply_overrides)
     name: str | None = None  # the run folder's and the MLflow parent run's name
@@ -107,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Ray Tune storage: a folder (default runs/), on a multi-node cluster one every node "
                         "reaches, or a URI such as s3://bucket/prefix (the search state and report then "
                         "stay in runs/ on the driver's machine)")
-    p.add_argument("--address", help="an existing Ray cluster ('auto' on a cluster head); default: start a local Ray")
+    p.add_argument("--address", help="an existing Ray cluster: 'auto' on one of its nodes (a job's driver, the head), "
+                                     "or its GCS HOST:PORT; default: start a local Ray")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")
     # One CPU (one torch thread) per trial: measured fastest on a laptop (search/driver.py, fit).
     p.add_argument("--cpus-per-trial", type=positive_number, default=1.0,
@@ -159,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trial-minutes", type=positive_number,
                    help="with --cluster-gpus: minutes per training at --gpus-per-trial "
                         "(default: measured from this search's run folder, if any)")
+    p.add_argument("--gpu-type", metavar="NAME", type=gpu_type,
+                   help="with --dry-run: the cluster's GPU (e.g. A10G, as Ray's accelerator_type); the dry run "
+                        "warns when the rates it costs from were measured on another card")
+    p.add_argument("--rates", metavar="PATH", type=Path,
+                   help="with --dry-run: GPU rates of your own card, written by python benchmarks/gpu_check.py "
+                        "--rates-out PATH (default: $FOCUS_TUNE_GPU_RATES, else the packaged ones of one NVIDIA H200)")
     return p
 
 
@@ -187,6 +196,13 @@ def experiment_name(text: str) -> str:
     return text
 
 
+def gpu_type(text: str) -> str:
+    """``--gpu-type``: a GPU's name with at least one letter or digit (A10G, H100, "RTX 4090")."""
+    if not re.search(r"[A-Za-z0-9]", text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a GPU's name, such as A10G or H100")
+    return text
+
+
 def registered_name(text: str) -> str:
     """A registered model's name: not empty, no '/' or ':' (they would break models:/NAME@alias)."""
     if not text.strip() or any(ch in text for ch in "/:@"):
@@ -201,9 +217,18 @@ def check_flags(args: SearchOptions) -> None:
                           "(Ray shares only fractions below 1)")
     if not args.dry_run and (args.cluster_gpus is not None or args.trial_minutes is not None):
         raise SearchError("--cluster-gpus and --trial-minutes estimate costs: use them with --dry-run")
+    if not args.dry_run and (args.gpu_type is not None or args.rates is not None):
+        raise SearchError("--gpu-type and --rates are what the dry run costs with: use them with --dry-run")
     if args.cluster_gpus is not None and args.gpus_per_trial > args.cluster_gpus:
         raise SearchError(f"--gpus-per-trial {args.gpus_per_trial:g} is more than --cluster-gpus {args.cluster_gpus}: "
                           "no trial could ever start")
+    if args.address is not None and args.address.startswith("ray://"):
+        # Ray Client would run Tune's loop (the searcher, the MLflow and search-state callbacks)
+        # in an actor on the cluster, apart from this process's search state and report.
+        raise SearchError(f"--address {args.address}: Ray Client (ray://) is not supported: Tune's loop would run in "
+                          "an actor on the cluster, away from this driver's search state and MLflow logging; run the "
+                          "search on a node of the cluster with --address auto (ray job submit --address "
+                          "http://HEAD:8265 -- python -m focus_tune.search ... --address auto; docs/CLUSTER.md)")
     if args.final_seeds is not None and any(key == "final_seeds" for key, _ in args.overrides):
         raise SearchError("--final-seeds and --set final_seeds say the same: give one of them")
     if args.joint_budget is not None and args.joint_search != "optuna":
