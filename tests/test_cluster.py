@@ -121,6 +121,13 @@ def test_mlflow_server_on_loopback_with_s3_artifacts(cfg):
     assert "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" in cmd
     assert flag(cmd, "--artifacts-destination").startswith("s3://")
     assert flag(cmd, "--backend-store-uri").startswith("sqlite:////")
+    # And the store on the EFS, not the head's disk, so that it outlives `ray down`: its folder
+    # is made by the setup commands, which run (and mount the EFS) before the start commands.
+    store = Path(flag(cmd, "--backend-store-uri").removeprefix("sqlite:///"))
+    assert store.is_relative_to("/mnt/focus"), store
+    assert any(str(store.parent) in c.split() for c in cfg["head_setup_commands"] if "mkdir" in c), store.parent
+    doc = (ROOT / "docs" / "CLUSTER.md").read_text()
+    assert f"`{store}`" in doc and "`ray down` leaves it" in doc
     # And on no worker.
     assert not [c for c in commands(cfg, "worker_setup_commands", "worker_start_ray_commands") if "mlflow server" in c]
 
