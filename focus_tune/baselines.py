@@ -171,15 +171,18 @@ def completed_sequences(sequences: np.ndarray, observed_length: np.ndarray | Non
     n_obs = np.asarray(observed_length, dtype=np.int64)
     L = seqs.shape[1]
     rng = np.random.default_rng(seed)
-    for k in sorted(np.flatnonzero(n_obs < L), key=lambda k: -n_obs[k]):
-        cut = n_obs[k]
+    # One pass per cut entry, longest first: the donors of a cut (and their split by the class
+    # at the cut) are found once for all the sequences cut there, in index order.
+    for cut in np.unique(n_obs[n_obs < L])[::-1]:
         donors = np.flatnonzero(n_obs > cut)
-        same = donors[seqs[donors, cut - 1] == seqs[k, cut - 1]]
-        pool = same if len(same) else donors
-        if len(pool):
-            seqs[k, cut:] = seqs[rng.choice(pool), cut:]
-        else:
-            seqs[k, cut:] = seqs[k, cut - 1]
+        by_class: dict[int, np.ndarray] = {}
+        for k in np.flatnonzero(n_obs == cut):
+            last = int(seqs[k, cut - 1])
+            if last not in by_class:
+                same = donors[seqs[donors, cut - 1] == last]
+                by_class[last] = same if len(same) else donors
+            pool = by_class[last]
+            seqs[k, cut:] = seqs[rng.choice(pool), cut:] if len(pool) else last
     return seqs
 
 
