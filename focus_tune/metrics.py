@@ -421,33 +421,15 @@ def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps:
 
 def _masked_influence(probs: np.ndarray, labels: np.ndarray, observed: np.ndarray, metric: str, n_bins: int,
                       ce_eps: float) -> np.ndarray:
-    """:func:`item_influence` of the masked score, entry by entry over the observed items: [N]."""
-    N, L, _ = probs.shape
-    count = observed.sum(axis=0)  # n_i
-    entries = np.flatnonzero(count)
-    share = np.zeros(N)
-    if not len(entries):
-        return share
-    p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]
-    if metric in ("brier", "ce"):
-        if metric == "brier":
-            per = np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1
-        else:
-            per = -np.log(np.maximum(p_true, ce_eps))
-        per = np.where(observed, per, 0.0) / np.maximum(count, 1)[None, :]
-        return per.sum(axis=1) / len(entries)
-    conf = probs.max(axis=2)
-    gap = (probs.argmax(axis=2) == labels) - conf  # [N, L]
+    """:func:`item_influence` of the masked score: [N]. The masked score is the mean over the L'
+    entries that have observed items of each entry's score over them, so an item's share is
+    the sum over its observed entries of its share of that one-entry score, / L'."""
+    share = np.zeros(len(probs))
+    entries = np.flatnonzero(observed.any(axis=0))
     for i in entries:
         rows = np.flatnonzero(observed[:, i])
-        g = gap[rows, i]
-        bins = _bin_ids(conf[rows, i : i + 1], n_bins)[:, 0]
-        n_b = np.bincount(bins, minlength=n_bins).astype(np.float64)
-        s_b = np.bincount(bins, weights=g, minlength=n_bins)
-        n = np.maximum(n_b, 1.0)
-        weight = np.sign(s_b) / n if metric == "ece" else 2 * s_b / n**2
-        share[rows] += weight[bins] * g / ((n_b > 0).sum() * len(entries))
-    return share
+        share[rows] += item_influence(probs[rows, i : i + 1], labels[rows, i : i + 1], metric, n_bins, ce_eps)
+    return share / max(len(entries), 1)
 
 
 def difference_se(a: np.ndarray, b: np.ndarray) -> float:
