@@ -265,17 +265,12 @@ def test_result(out: dict, extras: dict, probs: np.ndarray, labels: np.ndarray, 
     """
     L = labels.shape[1]
     per_entry = dict(extras)
-    if observed is None:
-        per_entry["reliability"] = {
-            str(i): metrics.reliability_curve(probs[:, i - 1], labels[:, i - 1], n_bins)
-            for i in (entries or sorted({1, L // 4 + 1, L // 2 + 1}))
-        }
-    else:
-        per_entry["reliability"] = {
-            str(i): metrics.reliability_curve(probs[rows, i - 1], labels[rows, i - 1], n_bins)
-            for i in (entries or sorted({1, L // 4 + 1, L // 2 + 1}))
-            if (rows := np.asarray(observed)[:, i - 1]).any()
-        }
+    per_entry["reliability"] = {}
+    for i in entries or sorted({1, L // 4 + 1, L // 2 + 1}):
+        rows = slice(None) if observed is None else np.asarray(observed)[:, i - 1]
+        if observed is None or rows.any():
+            per_entry["reliability"][str(i)] = metrics.reliability_curve(probs[rows, i - 1], labels[rows, i - 1],
+                                                                         n_bins)
     result = {f"test/{k}": v for k, v in out.items()}
     result["test_per_entry"] = _jsonable(per_entry)
     return result
