@@ -53,3 +53,12 @@ class DeviceSplit:
     def observed_numpy(self) -> np.ndarray | None:
         """``observed`` as a numpy bool [N, L] on the CPU (what the metrics take), or None."""
         return None if self.observed is None else self.observed.cpu().numpy()
+
+
+def stacked_observed(splits) -> torch.Tensor | None:
+    """The observed masks of several splits of one size as one bool [K, N, L] (a split without
+    one observes every entry), or None when no split has one: a pack's training and validation."""
+    if all(s.observed is None for s in splits):
+        return None
+    return torch.stack([torch.ones_like(s.sequences, dtype=torch.bool) if s.observed is None else s.observed
+                        for s in splits])

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state
 
 from .model import Simulator
-from .device_split import DeviceSplit
+from .device_split import DeviceSplit, stacked_observed
 from .regularization import regularized_loss
 from .train import LearningRate, set_lr
 
@@ -297,8 +297,7 @@ class PackTrainer:
         self.seqs = torch.stack([d.sequences for d in datasets])
         # Right-censored data: each dataset's observed entries (all of them for a dataset
         # without a mask); None when no dataset has one, the fully observed path.
-        self.observed = None if all(d.observed is None for d in datasets) else torch.stack(
-            [torch.ones_like(d.sequences, dtype=torch.bool) if d.observed is None else d.observed for d in datasets])
+        self.observed = stacked_observed(datasets)
         self.which = torch.tensor([m.dataset for m in members], device=device).view(K, 1)
         self.lambdas = torch.stack([m.lambdas.float() for m in members]).to(device)  # (K, L)
         # Device-side accumulators of an epoch (static tensors: a captured graph writes them).

@@ -26,7 +26,7 @@ import torch
 from . import montecarlo
 from .model import sampler_cell, sampler_weights
 from .packed import PackedSimulator
-from .device_split import DeviceSplit
+from .device_split import DeviceSplit, stacked_observed
 from .evaluation import ABSORBING_MODES, score
 
 # Rows (items x M) of all members simulated together: h, the cell and the gates take about
@@ -153,8 +153,7 @@ def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_
     seqs = (splits[0].sequences.expand(K, *splits[0].sequences.shape) if same
             else torch.stack([s.sequences for s in splits]))
     L, c = seqs.shape[-1], packed.num_classes
-    observed = None if all(s.observed is None for s in splits) else torch.stack(
-        [torch.ones_like(s.sequences, dtype=torch.bool) if s.observed is None else s.observed for s in splits])
+    observed = stacked_observed(splits)
     samples = sample_packed(packed, images, num_samples, L, generators,
                             absorbing=event if absorbing == "forced" else None, rows=rows)
     p_stay = stay_probability(packed, images, seqs, event, observed=observed)
