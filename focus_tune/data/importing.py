@@ -25,11 +25,10 @@ import numpy as np
 
 from ..atomic import short
 from .profiles import GAMES
-from .store import SPLITS, DataError, DatasetWriter, _check_replaceable, censored_items, sha256_file
+from .store import SPLITS, STANDARD_COLUMNS, DataError, DatasetWriter, _check_replaceable, censored_items, sha256_file
 
 SPLIT_FRACTIONS = (0.7, 0.2, 0.1)
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-RESERVED_COLUMNS = ("image", "sequence", "time_to_event", "exact_marginals", "observed_length")
 UNOBSERVED = -1
 _SPLIT_TAG = 0x05E1F  # the split's random stream: [seed, tag]
 _GRAY_MODES = {"1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
@@ -253,9 +252,9 @@ def complete_sequences(sequences: np.ndarray, classes: list[str], absorbing: lis
 def _check_extras(extras: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
     out = {}
     for key, values in extras.items():
-        if not isinstance(key, str) or not key or key in RESERVED_COLUMNS:
+        if not isinstance(key, str) or not key or key in STANDARD_COLUMNS:
             raise DataError(f"extras: column name {short(key, 60)} is empty or one of the store's "
-                            f"({', '.join(RESERVED_COLUMNS)})")
+                            f"({', '.join(STANDARD_COLUMNS)})")
         values = np.asarray(values)
         if values.shape != (n,) or values.dtype.kind not in "biuf":
             raise DataError(f"extras[{key!r}]: shape {list(values.shape)} of {values.dtype}, "
@@ -550,7 +549,7 @@ def _numeric_columns(data, used: set) -> tuple[dict[str, np.ndarray], list[str]]
             continue
         typ = data.column(column).type
         numeric = pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ)
-        if not numeric or column in RESERVED_COLUMNS:
+        if not numeric or column in STANDARD_COLUMNS:
             ignored.append(column)
             continue
         col = data.column(column)
@@ -677,7 +676,7 @@ def import_arrays(
         raise DataError(f"{path}: no array 'classes'; store the class names in it or give --classes")
     n = len(arrays["sequences"]) if arrays["sequences"].ndim else 0
     standard = {"images", "sequences", "classes", "split", "groups", "exact_marginals"}
-    extras = {k: v for k, v in arrays.items() if k not in standard and k not in RESERVED_COLUMNS
+    extras = {k: v for k, v in arrays.items() if k not in standard and k not in STANDARD_COLUMNS
               and v.shape == (n,) and v.dtype.kind in "biuf"}
     ignored = sorted(set(arrays) - standard - set(extras))
     splits = arrays.get("split")

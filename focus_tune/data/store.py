@@ -45,6 +45,7 @@ SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 2  # 2: time_to_event counted from 1 (1 counted the entries before the event)
 REQUIRED_COLUMNS = ("image", "sequence", "time_to_event")
+STANDARD_COLUMNS = (*REQUIRED_COLUMNS, "exact_marginals", "observed_length")  # every other column is an extra
 IMAGE_SHAPE_KEY = "focus_tune.image_shape"  # Parquet schema metadata: [C, H, W] as JSON
 MAX_MANIFEST_BYTES = 16 << 20  # an Atari-HEAD manifest lists its trials: kilobytes, not megabytes
 SPLIT_FILES = tuple(f"{s}.parquet" for s in SPLITS)
@@ -422,9 +423,8 @@ def _read_split(path: Path, split: str, manifest: Manifest) -> Split:
         if manifest.has_exact_marginals:
             marginals = _read_column(parquet, file, "exact_marginals", length * k, np.float32).reshape(n, length, k)
         observed = _read_column(parquet, file, "observed_length", 1, np.int64)[:, 0] if manifest.censored else None
-        standard = set(REQUIRED_COLUMNS) | {"exact_marginals", "observed_length"}
         extras = {name: parquet.read(columns=[name]).column(0).to_numpy()
-                  for name in parquet.schema_arrow.names if name not in standard}
+                  for name in parquet.schema_arrow.names if name not in STANDARD_COLUMNS}
     except (pa.ArrowException, OSError) as err:
         raise DataError(f"{file}: not a readable Parquet file ({err})") from err
     if sequences.size and (sequences.min() < 0 or sequences.max() >= k):
