@@ -211,7 +211,8 @@ def registered_name(text: str) -> str:
 
 
 def check_flags(args: SearchOptions) -> None:
-    """Checks across flags that argparse cannot make; a SearchError names the flags."""
+    """Checks across flags that argparse cannot make; a SearchError names the flags (a
+    DataError a --data that is not a folder)."""
     if args.gpus_per_trial > 1 and args.gpus_per_trial != int(args.gpus_per_trial):
         raise SearchError(f"--gpus-per-trial {args.gpus_per_trial:g}: above 1, a trial takes whole GPUs "
                           "(Ray shares only fractions below 1)")
@@ -233,8 +234,9 @@ def check_flags(args: SearchOptions) -> None:
         raise SearchError("--final-seeds and --set final_seeds say the same: give one of them")
     if args.joint_budget is not None and args.joint_search != "optuna":
         raise SearchError("--joint-budget is the budget of --joint-search optuna; the grid trains every candidate")
-    if args.data is not None and not args.data.is_dir():
-        raise SearchError(f"--data {args.data}: not a folder; expected a dataset folder "
-                          "(python -m focus_tune.data import-table TABLE --out FOLDER ...)")
+    if args.data is not None:
+        from ..scenarios import check_data_folder
+
+        check_data_folder(args.data)
     if not args.builtin and args.data is None:
         raise SearchError(f"scenario {args.game!r} is not built in: pass its dataset with --data")
