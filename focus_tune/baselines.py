@@ -41,7 +41,7 @@ import torch
 from . import metrics, montecarlo
 from .evaluation import Scoring, condition_items, score, test_result
 from .montecarlo import Drawn, Estimates, estimates_from_marginals
-from .names import TEMPERATURE_SCALED, TS_PREFIX
+from .names import CONFORMAL_PREFIX, TEMPERATURE_SCALED, TS_CONFORMAL_PREFIX, TS_PREFIX, conformal_row
 
 IMAGE_BLIND = "image-blind"
 ORACLE = "oracle"
@@ -53,22 +53,50 @@ BASELINES = (TEMPERATURE_SCALED, IMAGE_BLIND, IMAGE_BAYES, ORACLE, EXACT)
 # ----------------------------------------------------------------------------- temperature
 
 
+def split_prefixed(rows: Sequence[dict], prefix: str) -> tuple[list[dict], list[dict]]:
+    """Split finals' results into their own rows and the rows of another model they report
+    under ``prefix`` (``temperature-scaled/test/...``, ``conformal/test/...``), keyed ``test/...``
+    with the seed of the final that reported them."""
+    own, other = [], []
+    for row in rows:
+        mine = {k: v for k, v in row.items() if not k.startswith(prefix)}
+        theirs = {"test/" + k.removeprefix(prefix): v for k, v in row.items() if k.startswith(prefix)}
+        own.append(mine)
+        if theirs:
+            if "test/per_entry" in theirs:
+                theirs["test_per_entry"] = theirs.pop("test/per_entry")
+            theirs["seed"] = row.get("seed")
+            other.append(theirs)
+    return own, other
+
+
 def split_temperature_scaled(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
     """Split the 'none' finals' results into their own rows and the temperature-scaled rows.
 
     A 'none' final reports its temperature-scaled evaluation under ``temperature-scaled/test/...``
     (see the trainable); the report wants those as a family of their own, keyed ``test/...``.
     """
-    own, scaled = [], []
-    for row in rows:
-        mine = {k: v for k, v in row.items() if not k.startswith(TS_PREFIX)}
-        ts = {"test/" + k.removeprefix(TS_PREFIX): v for k, v in row.items() if k.startswith(TS_PREFIX)}
-        own.append(mine)
-        if ts:
-            ts["test_per_entry"] = ts.pop("test/per_entry", None)
-            ts["seed"] = row.get("seed")
-            scaled.append(ts)
+    own, scaled = split_prefixed(rows, TS_PREFIX)
+    for row in scaled:
+        row.setdefault("test_per_entry", None)
     return own, scaled
+
+
+def split_conformal(finals: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The finals with each trained row's split conformal results as a row of its own
+    (``<family> +conformal``, :func:`focus_tune.names.conformal_row`), the temperature-scaled
+    one's taken from the 'none' finals; rows without conformal results are left as they are."""
+    out = {}
+    for family, rows in finals.items():
+        prefixes = [(family, CONFORMAL_PREFIX)]
+        if family == "none":
+            prefixes.append((TEMPERATURE_SCALED, TS_CONFORMAL_PREFIX))
+        for row, prefix in prefixes:
+            rows, calibrated = split_prefixed(rows, prefix)
+            if calibrated:
+                out[conformal_row(row)] = calibrated
+        out[family] = rows
+    return out
 
 
 # ----------------------------------------------------------------------------- predictors
@@ -426,11 +454,12 @@ def with_baselines(finals: dict[str, list[dict]], dataset, scoring: Scoring,
                    seeds: Sequence[int]) -> dict[str, list[dict]]:
     """The finals' results with the baseline families added (the report's input).
 
-    ``finals`` maps a family to its per-seed test results; the temperature-scaled rows are
-    split off the 'none' results, the reference rows (:func:`baseline_rows`) are computed
+    ``finals`` maps a family to its per-seed test results; the ``+conformal`` rows are split
+    off each family's results (:func:`split_conformal`), the temperature-scaled rows off the
+    'none' results, the reference rows (:func:`baseline_rows`) are computed
     on the test split (the same items as the finals), the sampled ones once per seed.
     """
-    out = dict(finals)
+    out = split_conformal(finals)
     if "none" in out:
         out["none"], scaled = split_temperature_scaled(out["none"])
         out[TEMPERATURE_SCALED] = scaled

@@ -12,12 +12,12 @@ evaluation of a trial.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from . import metrics, montecarlo
+from . import conformal, metrics, montecarlo
 from .device_split import DeviceSplit
 from .model import Simulator
 from .montecarlo import Drawn, Estimates
@@ -117,19 +117,7 @@ def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: in
     marginal = metrics.sequence_metrics(est.probs, labels, n_bins, threads=threads, observed=observed)
     out = _prefixed(marginal, "marginal")
     extras: dict = {"marginal": marginal["per_entry"]}
-    out.update(_prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha, censored),
-                         "interval"))
-    if est.time_pmf is not None:
-        out["interval/crps"] = metrics.crps(est.time_pmf, true_times, censored)
-    weights = None if censored is None else metrics.ipcw_weights(true_times, censored)
-    for name, mask in (groups or {}).items():
-        mask = np.asarray(mask, dtype=bool)
-        inside = (true_times >= est.lo) & (true_times <= est.hi)
-        if weights is None:
-            out[f"interval/coverage_{name}"] = float(inside[mask].mean()) if mask.any() else float("nan")
-        else:
-            w = weights[mask]
-            out[f"interval/coverage_{name}"] = float((w * inside[mask]).sum() / w.sum()) if w.sum() > 0 else float("nan")
+    out.update(time_to_event_scores(est, true_times, alpha, groups, censored))
     if observed is not None or censored is not None:
         out["data/censored_items"] = float(0 if censored is None else np.count_nonzero(censored))
         out["data/unobserved_entries"] = float(0 if observed is None else np.count_nonzero(~np.asarray(observed)))
@@ -148,6 +136,43 @@ def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: in
             out.update(_prefixed(conditional, "conditional"))
             extras["conditional"] = conditional["per_entry"]
     return out, extras
+
+
+def time_to_event_scores(est: Estimates, true_times: np.ndarray, alpha: float = 0.9,
+                         groups: dict[str, np.ndarray] | None = None, censored: np.ndarray | None = None) -> dict:
+    """The time-to-event part of :func:`score`: ``interval/...`` (coverage, relative width and
+    MAE, interval score), ``interval/crps`` where ``est.time_pmf`` is given and the coverage
+    of each group, ``interval/coverage_<name>``; IPCW-weighted where ``censored`` is given."""
+    out = _prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha, censored), "interval")
+    if est.time_pmf is not None:
+        out["interval/crps"] = metrics.crps(est.time_pmf, true_times, censored)
+    weights = None if censored is None else metrics.ipcw_weights(true_times, censored)
+    for name, mask in (groups or {}).items():
+        mask = np.asarray(mask, dtype=bool)
+        inside = (true_times >= est.lo) & (true_times <= est.hi)
+        if weights is None:
+            out[f"interval/coverage_{name}"] = float(inside[mask].mean()) if mask.any() else float("nan")
+        else:
+            w = weights[mask]
+            out[f"interval/coverage_{name}"] = float((w * inside[mask]).sum() / w.sum()) if w.sum() > 0 else float("nan")
+    return out
+
+
+def conformal_scores(est: Estimates, true_times: np.ndarray, level: float, items: float, alpha: float = 0.9,
+                     groups: dict[str, np.ndarray] | None = None, censored: np.ndarray | None = None) -> dict:
+    """:func:`time_to_event_scores` of the estimates with I_alpha replaced by the split
+    conformal interval at ``level`` (:func:`focus_tune.conformal.calibrate` on the validation
+    split): the point, the pmf and so MAE and CRPS are the estimates' own. Adds
+    ``interval/conformal_level`` (the calibrated level q; inf: too few validation items, the
+    interval is the whole range) and ``interval/conformal_items`` (the validation items
+    behind it: n, or the effective number under censoring)."""
+    if est.time_pmf is None:
+        raise ValueError("a conformal interval needs the estimates' time-to-event pmf")
+    lo, hi = conformal.intervals(est.time_pmf, level)
+    out = time_to_event_scores(replace(est, lo=lo, hi=hi), true_times, alpha, groups, censored)
+    out["interval/conformal_level"] = float(level)
+    out["interval/conformal_items"] = float(items)
+    return out
 
 
 @dataclass(frozen=True)
@@ -225,7 +250,8 @@ def evaluate(
     the model's conditionals at the sampled prefixes: unbiased with less Monte Carlo noise;
     the interval from the resulting time-to-event pmf): :func:`focus_tune.montecarlo.estimate`.
     With ``per_entry`` the entry-level arrays are returned under ``"per_entry"`` (for
-    reports and plots).
+    reports and plots), the marginals under ``"probs"`` and the time-to-event pmf under
+    ``"time_pmf"``.
     """
     if absorbing not in ABSORBING_MODES:
         raise ValueError(f"absorbing must be one of {ABSORBING_MODES}, got {absorbing!r}")
@@ -251,6 +277,7 @@ def evaluate(
     if per_entry:
         out["per_entry"] = extras
         out["probs"] = est.probs
+        out["time_pmf"] = est.time_pmf
     return out
 
 

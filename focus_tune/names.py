@@ -20,6 +20,19 @@ SELECT_NAMES = {"ece": "ECE", "ece_debiased": "debiased squared ECE", "brier": "
 TEMPERATURE_SCALED = "temperature-scaled"
 TS_PREFIX = f"{TEMPERATURE_SCALED}/test/"
 
+# A trained row whose I_0.9 is calibrated by split conformal prediction on the validation split
+# (focus_tune.conformal): the row "<family> +conformal". A final reports its own model's under
+# CONFORMAL_PREFIX and, for 'none', its temperature-scaled model's under TS_CONFORMAL_PREFIX.
+CONFORMAL = "+conformal"
+CONFORMAL_PREFIX = "conformal/test/"
+TS_CONFORMAL_PREFIX = f"{TEMPERATURE_SCALED}/{CONFORMAL_PREFIX}"
+CONFORMAL_BASES = ("none", "constant", "time-dependent", TEMPERATURE_SCALED)  # the rows calibrated
+
+
+def conformal_row(row: str) -> str:
+    """The name of ``row``'s split conformal row: "none +conformal"."""
+    return f"{row} {CONFORMAL}"
+
 # The test metrics a user compares across searches: the parent run's metrics of each family
 # (its logged model's metrics too) and, fewer, of the reference rows; the rest of the report is
 # in its tables.

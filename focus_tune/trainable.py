@@ -28,17 +28,19 @@ import ray
 import torch
 from ray import tune
 
+from . import conformal
 from .atomic import disk_full
 from .config import TrainConfig
 from .data import evaluation_groups
 from .device_split import DeviceSplit
 from .eager import eager_optimizers
-from .evaluation import Scoring, evaluation_generator, test_result
+from .evaluation import Scoring, conformal_scores, evaluation_generator, test_result
 from .job import (CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, DataInfo, PackJob, Splits, TrialJob,
                   encode_influence, pack_result)
 from .metrics import item_influence, sequence_ece
 from .model_io import build_model
-from .names import SELECT_KEYS, TS_PREFIX
+from .montecarlo import Estimates
+from .names import CONFORMAL_PREFIX, SELECT_KEYS, TS_CONFORMAL_PREFIX, TS_PREFIX
 from .temperature import GRID, TemperatureFit, choose_on_grid, live_mask, paired_bootstrap_se
 from .train import LearningRate, NonFiniteLoss, seed_everything, train_one_epoch
 
@@ -312,6 +314,7 @@ def _validated(folder: str, result: dict, val: dict, eval_s: float, epoch: int, 
     """
     train = job.train
     val.pop("per_entry")
+    val.pop("time_pmf", None)
     probs = val.pop("probs")
     last_val = {f"val/{k.removeprefix('marginal/')}": v for k, v in val.items() if k.startswith("marginal/")}
     result.update(last_val)
@@ -350,18 +353,25 @@ def _test_metrics(model, splits: TrialSplits, job: TrialJob, folder: str) -> dic
                                 groups=splits.test_groups)
 
     out = evaluated()
-    per_entry, probs = out.pop("per_entry"), out.pop("probs")
+    per_entry, probs, pmf = out.pop("per_entry"), out.pop("probs"), out.pop("time_pmf")
     result = test_result(out, per_entry, probs, labels, train.ece_bins, observed=test.observed_numpy)
     files = {"test_per_entry": result.pop("test_per_entry")}
+    t1 = time.perf_counter()
+    level = _conformal_level(model, splits, job)
+    result.update(_conformal_row(CONFORMAL_PREFIX, level, per_entry, probs, pmf, splits, train.alpha))
+    result["time/conformal_s"] = time.perf_counter() - t1
     if job.spec.family == "none":
         t1 = time.perf_counter()
         fit = _fit_temperature(model, splits, job)
         result["time/temperature_s"] = time.perf_counter() - t1
         if fit.pooled == 1.0:  # no change: the same draws (below) would give the same numbers
-            ts, ts_entry, ts_probs = dict(out), dict(per_entry), probs
+            ts, ts_entry, ts_probs, ts_pmf, ts_level = dict(out), dict(per_entry), probs, pmf, level
         else:  # the rows differ by the temperature alone
-            ts = evaluated(torch.as_tensor(fit.temperature))
-            ts_entry, ts_probs = ts.pop("per_entry"), ts.pop("probs")
+            temperature = torch.as_tensor(fit.temperature)
+            ts = evaluated(temperature)
+            ts_entry, ts_probs, ts_pmf = ts.pop("per_entry"), ts.pop("probs"), ts.pop("time_pmf")
+            ts_level = _conformal_level(model, splits, job, temperature)
+        result.update(_conformal_row(TS_CONFORMAL_PREFIX, ts_level, ts_entry, ts_probs, ts_pmf, splits, train.alpha))
         ts_entry["temperature"] = fit.temperature
         ts_entry["temperature_grid"] = {"T": list(fit.scores), "val_ece": list(fit.scores.values())}
         ts.update(fit.summary())  # temperature_pooled, _at_bound, _mean, _min, _max, _margin, _margin_se
@@ -372,6 +382,29 @@ def _test_metrics(model, splits: TrialSplits, job: TrialJob, folder: str) -> dic
         json.dump(files, handle)
     result["time/test_s"] = time.perf_counter() - t0  # the test evaluations, the temperature's fit included
     return result
+
+
+def _conformal_level(model, splits: TrialSplits, job: TrialJob,
+                     temperature: torch.Tensor | None = None) -> tuple[float, float]:
+    """The split conformal level of I_alpha and the validation items behind it
+    (:func:`focus_tune.conformal.calibrate`): the validation split scored as the test is (the
+    test's estimator and M, at ``temperature``), so that its scores and the test's are
+    exchangeable; one fresh generator, the same uniforms at every temperature."""
+    val = splits.val
+    out = Scoring.of(job.train).evaluate(model, val, job.data.event, evaluation_generator(job.spec.seed, -4),
+                                         per_entry=True, temperature=temperature)
+    return conformal.calibrate(out["time_pmf"], val.time_to_event.cpu().numpy(), job.train.alpha, val.censored)
+
+
+def _conformal_row(prefix: str, level: tuple[float, float], per_entry: dict, probs, pmf, splits: TrialSplits,
+                   alpha: float) -> dict:
+    """The ``+conformal`` row of a test evaluation (its point and pmf, the conformal interval at
+    ``level``), keyed ``<prefix><group>/<metric>``."""
+    interval = per_entry["interval"]
+    est = Estimates(probs, interval["lo"], interval["hi"], interval["point"], time_pmf=pmf)
+    row = conformal_scores(est, interval["true"], *level, alpha=alpha, groups=splits.test_groups,
+                           censored=splits.test.censored)
+    return {prefix + k: v for k, v in row.items()}
 
 
 def _fit_temperature(model, splits: TrialSplits, job: TrialJob) -> TemperatureFit:

@@ -498,8 +498,11 @@ def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
     for filler in (0, 1):
         data = Splits(split("train", 3, filler), split("val", 1, filler), split("test", 2, filler))
         outs.append(_test_metrics(sim, TrialSplits(data, train, job.data, torch.device("cpu")), job, str(tmp_path)))
-        outs[-1].pop("time/test_s"), outs[-1].pop("time/temperature_s")
+        outs[-1].pop("time/test_s"), outs[-1].pop("time/temperature_s"), outs[-1].pop("time/conformal_s")
     test = split("test", 2)
+    # the +conformal rows: calibrated on the censored validation split (IPCW), scored like the others
+    assert 0 < outs[0]["conformal/test/interval/conformal_items"] < n
+    assert outs[0]["temperature-scaled/conformal/test/interval/coverage"] >= 0
     assert outs[0]["test/data/censored_items"] == test.censored.sum() > 0
     assert outs[0]["test/data/unobserved_entries"] == (~test.observed).sum()
     assert outs[0]["temperature-scaled/test/data/censored_items"] == test.censored.sum()

@@ -540,3 +540,46 @@ def test_a_report_does_not_import_scipy_stats(tmp_path):
             "import focus_tune.report; print('scipy.stats' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def test_conformal_rows_leave_the_model_tables_unchanged(tmp_path):
+    """'+conformal' rows (split off the finals by baselines.split_conformal) get a section and
+    a plain table of their own; every other section, the printed tables before theirs and the
+    csv rows of the models are those of the same finals without them."""
+    from focus_tune.baselines import split_conformal
+    from focus_tune.names import CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX
+
+    plain = make_finals(with_baselines=True)
+    extended = make_finals(with_baselines=True)
+    for family in ("none", "constant", "time-dependent"):
+        for s, row in enumerate(extended[family]):
+            row[CONFORMAL_PREFIX + "interval/coverage"] = 0.9 + 0.01 * s
+            row[CONFORMAL_PREFIX + "interval/relative_width"] = 1.5
+            row[CONFORMAL_PREFIX + "interval/conformal_level"] = 0.95
+            row[CONFORMAL_PREFIX + "interval/conformal_items"] = 250.0
+            if family == "none":
+                row[TS_CONFORMAL_PREFIX + "interval/coverage"] = 0.91
+    extended = split_conformal(extended)
+    assert [f for f in extended if f.endswith("+conformal")] == [
+        "none +conformal", "temperature-scaled +conformal", "constant +conformal", "time-dependent +conformal"]
+    assert all(not any(k.startswith(("conformal/", "temperature-scaled/conformal/")) for k in row)
+               for rows in extended.values() for row in rows)
+    a = write_report(tmp_path / "a", "hero", "quick", plain, SCHEDULES, CLASSES, 0)
+    b = write_report(tmp_path / "b", "hero", "quick", extended, SCHEDULES, CLASSES, 0)
+    title = "Time to event, I_0.9 calibrated by split conformal"
+    assert title not in a.markdown and b.markdown.replace(section(b.markdown, title) + "\n", "") == a.markdown
+    cells = table_cells(b.markdown, title)
+    assert list(cells) == ["none", "none +conformal", "constant", "constant +conformal", "time-dependent",
+                           "time-dependent +conformal", "temperature-scaled", "temperature-scaled +conformal"]
+    assert cells["none +conformal"]["coverage"] == cell([0.9, 0.91, 0.92], bold=True)
+    assert cells["none +conformal"]["calibrated level"] == "0.950 ± 0.000"
+    assert cells["none"]["calibrated level"] == "n/a"
+    assert "(250 items)" in section(b.markdown, title)
+    assert b.table.startswith(a.table) and title in b.table[len(a.table):]
+    with (tmp_path / "a" / "results.csv").open() as fa, (tmp_path / "b" / "results.csv").open() as fb:
+        old, new = list(csv.DictReader(fa)), list(csv.DictReader(fb))
+    assert [{k: r[k] for k in old[0]} for r in new[:len(old)]] == old  # the models' rows as before
+    assert {r["family"] for r in new[len(old):]} == {f for f in extended if f.endswith("+conformal")}
+    assert b.summary["none +conformal/test/interval/coverage"] == pytest.approx(0.91)
+    for png in ("entry_ece.png", "reliability.png", "intervals.png"):
+        assert (tmp_path / "a" / png).read_bytes() == (tmp_path / "b" / png).read_bytes()

@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..names import CONFORMAL, CONFORMAL_BASES, conformal_row
 from ..names import FAMILIES as SEARCH_FAMILIES
 
 BASELINES = ("temperature-scaled", "image-blind", "image-Bayes", "oracle", "exact")
-ROWS = (*SEARCH_FAMILIES, *BASELINES)  # every row of a report, in order
+# The trained rows with I_0.9 calibrated by split conformal on the validation split: a table of their own.
+CONFORMAL_ROWS = tuple(conformal_row(r) for r in CONFORMAL_BASES)
+ROWS = (*SEARCH_FAMILIES, *BASELINES, *CONFORMAL_ROWS)  # every row of a report, in order
 # Rows to compare against, not ranked with the models.
 REFERENCES = ("image-blind", "image-Bayes", "oracle", "exact")
 # What a baseline row is, in the chosen-schedules table.
@@ -19,6 +22,16 @@ BASELINE_SCHEDULES = {
     "oracle": "M samples from the true process",
     "exact": "the true probabilities, no sampling",
 }
+def is_conformal(row: str) -> bool:
+    """Whether ``row`` is a ``+conformal`` row (its own table, not the model tables)."""
+    return row.endswith(" " + CONFORMAL)
+
+
+def conformal_base(row: str) -> str:
+    """The row a ``+conformal`` row calibrates ("none +conformal" -> "none")."""
+    return row.removesuffix(" " + CONFORMAL)
+
+
 FAMILY_COLORS = {"none": "black", "constant": "tab:blue", "time-dependent": "tab:red",
                  "temperature-scaled": "tab:orange", "image-blind": "tab:gray", "image-Bayes": "tab:cyan",
                  "oracle": "tab:green", "exact": "tab:olive"}
@@ -69,11 +82,15 @@ INTERVAL = (
     Column("interval score", "test/interval/interval_score", optional=True),
     Column("CRPS", "test/interval/crps", optional=True),
 )
-SHORT_LABELS = {"RMSE to exact": "RMSE", "relative width": "rel.width", "relative MAE": "rel.MAE",
+SHORT_LABELS = {"calibrated level": "q", "RMSE to exact": "RMSE", "relative width": "rel.width", "relative MAE": "rel.MAE",
                 "ECE debiased": "ECE-db", "overconfidence": "overconf", "interval score": "IS"}
 COMPARED = ("constant", "time-dependent", "temperature-scaled")  # each against "none"
 COMPARED_COLUMNS = (MARGINAL[0], MARGINAL[1], MARGINAL[4], MARGINAL[3], MARGINAL[6], INTERVAL[0], INTERVAL[1],
                     INTERVAL[3])
+CONFORMAL_COLUMNS = (
+    Column("calibrated level", "test/interval/conformal_level", better=None, decimals=3),
+    *INTERVAL,
+)
 GROUP_COVERAGE_PREFIX = "test/interval/coverage_"  # coverage per group of items (FaceMed: age at the image)
 
 

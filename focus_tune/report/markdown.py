@@ -6,8 +6,8 @@ import math
 from typing import Mapping, Sequence
 
 from ..metrics import LABEL_REDRAWS, LABEL_SD_KEYS
-from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, COVERAGE_TARGET,
-                      INTERVAL, MARGINAL, NA, Column, group_columns)
+from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, CONFORMAL_COLUMNS,
+                      COVERAGE_TARGET, INTERVAL, MARGINAL, NA, Column, conformal_base, group_columns, is_conformal)
 from .stats import differences, to_float
 from .tables import all_na, markdown_table, plain_table, shown_columns
 from .trace import search_lines
@@ -146,6 +146,34 @@ def _pairs_text(diffs: Mapping) -> str:
     return str(pairs[0]) if len(pairs) == 1 else f"{pairs[0]}-{pairs[-1]}"
 
 
+CONFORMAL_NOTE = (
+    "Each `+conformal` row is the row above it with its I_{target} replaced by a split conformal "
+    "interval: the central interval of the same Monte Carlo time-to-event distribution at the level q "
+    "where {target} of the validation items' true times fall inside (the ceil((n + 1) {target})-th smallest "
+    "of their scores, scored by the same estimator and M as the test; docs/METRICS.md, 'Conformal "
+    "intervals'). When validation and test items are exchangeable its coverage is at least {target} "
+    "over the draw of the splits (at most {target} + 1/(n + 1) for continuous scores; a discrete time "
+    "can add more); under censoring the scores are IPCW-weighted and the guarantee is asymptotic only. "
+    "The calibration moves the interval alone: relative MAE and CRPS are the row's own. A level "
+    "above {target} widens the interval, below narrows it."
+)
+
+
+def conformal_lines(families: Sequence[str], finals: Mapping) -> list[str]:
+    """The section of the ``+conformal`` rows, each beside the row it calibrates ([] without them)."""
+    calibrated = [f for f in families if is_conformal(f)]
+    if not calibrated:
+        return []
+    rows = [r for f in calibrated for r in (conformal_base(f), f) if r in finals and finals[r]]
+    columns = shown_columns(CONFORMAL_COLUMNS, rows, finals)
+    items = sorted({int(to_float(r.get("test/interval/conformal_items"))) for f in calibrated for r in finals[f]
+                    if math.isfinite(to_float(r.get("test/interval/conformal_items")))})
+    n = NA if not items else str(items[0]) if len(items) == 1 else f"{items[0]}-{items[-1]}"
+    return [f"## Time to event, I_{COVERAGE_TARGET} calibrated by split conformal on the validation split "
+            f"({n} items)", "", *markdown_table(columns, rows, finals), "",
+            CONFORMAL_NOTE.format(target=COVERAGE_TARGET), ""]
+
+
 def _figure_lines() -> list[str]:
     return [
         "## Figures",
@@ -170,6 +198,7 @@ def results_markdown(game: str, profile: str, families: Sequence[str], skipped: 
                      schedules: Mapping[str, str], condition: str, search: Mapping | None = None,
                      data_notes: Sequence[str] = (), overrides: Sequence[str] = ()) -> str:
     """The text of results.md (see :func:`focus_tune.report.write_report`)."""
+    everything, families = families, [f for f in families if not is_conformal(f)]
     marginal = shown_columns(MARGINAL, families, finals)
     lines = (_header_lines(game, profile, overrides) + _schedule_lines(families, finals, schedules)
              + _skipped_lines(skipped))
@@ -187,6 +216,7 @@ def results_markdown(game: str, profile: str, families: Sequence[str], skipped: 
     if groups:
         lines += _section(f"Coverage of I_{COVERAGE_TARGET} by group (age at the image)", groups, families, finals,
                           "No group results.")
+    lines += conformal_lines(everything, finals)
     lines += difference_lines(families, finals)
     if search is not None:
         lines += search_lines(search)
@@ -195,8 +225,13 @@ def results_markdown(game: str, profile: str, families: Sequence[str], skipped: 
 
 def plain_text(game: str, profile: str, families: Sequence[str], finals: Mapping) -> str:
     """The marginal and interval means ± SE as aligned plain text, for the end of a CLI run."""
+    everything, families = families, [f for f in families if not is_conformal(f)]
     lines = [f"foCus results: {game} ({profile}), test set, mean±SE over seeds", ""]
     lines += plain_table("Marginal", shown_columns(MARGINAL, families, finals), families, finals) + [""]
     lines += plain_table(f"Time to event, I_{COVERAGE_TARGET}", shown_columns(INTERVAL, families, finals), families,
                          finals)
+    calibrated = [r for f in everything if is_conformal(f) for r in (conformal_base(f), f) if finals.get(r)]
+    if calibrated:
+        lines += [""] + plain_table(f"Time to event, I_{COVERAGE_TARGET} calibrated by split conformal (validation)",
+                                    shown_columns(CONFORMAL_COLUMNS, calibrated, finals), calibrated, finals)
     return "\n".join(lines) + "\n"

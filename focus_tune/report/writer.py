@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..atomic import write_atomic
-from .columns import class_name, ordered_families
+from .columns import class_name, is_conformal, ordered_families
 from .figures import plot_entry_ece, plot_intervals, plot_reliability
 from .markdown import plain_text, results_markdown
 from .search_figure import plot_search
@@ -71,12 +71,13 @@ def write_report(
     write_atomic(md_path, markdown)
     csv_path = out_dir / "results.csv"
     write_csv(csv_path, families, finals)
+    models = [f for f in families if not is_conformal(f)]  # the figures draw each model once
     files = [
         md_path,
         csv_path,
-        plot_entry_ece(out_dir / "entry_ece.png", families, finals, title),
-        plot_reliability(out_dir / "reliability.png", families, finals, title),
-        plot_intervals(out_dir / "intervals.png", families, finals, title),
+        plot_entry_ece(out_dir / "entry_ece.png", models, finals, title),
+        plot_reliability(out_dir / "reliability.png", models, finals, title),
+        plot_intervals(out_dir / "intervals.png", models, finals, title),
     ]
     if search is not None:
         write_atomic(out_dir / SEARCH_JSON, json.dumps(search, indent=1))

@@ -23,7 +23,7 @@ from ..atomic import disk_full
 from ..interrupt import INTERRUPT
 from ..job import (CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, SUMMARY_KEY, PackJob, TrialJob, job_summary, jobs_of,
                    member_results)
-from ..names import TS_PREFIX
+from ..names import CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX, TS_PREFIX
 from ..plan import SearchPlan, StageFailed, TrialSpec, priority
 from ..racing import Lost, losers
 from ..state import DiskFull
@@ -244,7 +244,8 @@ class PlanSearcher(Searcher):
             self.state.influence[tid] = influence
         if job.spec.stage == "final" and score is not None:
             self.state.finals[tid] = {k: v for k, v in result.items()
-                                      if k.startswith(("test", "val/", TS_PREFIX)) or k == "epoch"}
+                                      if k.startswith(("test", "val/", TS_PREFIX, CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX))
+                                      or k == "epoch"}
             self.state.finals[tid]["seed"] = job.spec.seed
         self.state.trial_seconds[tid] = float(result.get("time_total_s", 0.0)) / share
         if not self.save_state():
