@@ -26,6 +26,11 @@ def _slug(key: str) -> str:
     return key.split("/")[-1]
 
 
+def _row_slug(row: str) -> str:
+    """A row's name as MLflow takes it in a metric's name (no '+'): "none +conformal" -> "none-conformal"."""
+    return row.replace(" +", "-")
+
+
 def description(game: str, profile: str, summary: dict, storage: Path) -> str:
     lines = [f"**Replication of the {game} ({profile}) search**: {summary['runs']} searches, seeds "
              f"{', '.join(map(str, summary['seeds']))}; each draws its own dataset, weights and Monte Carlo noise.", "",
@@ -82,7 +87,7 @@ def record(uri: str | None, game: str, profile: str, storage: Path, out: Path, s
             d = summary["differences"].get(f"{a} - {b}/{k}")
             for stat in ("mean", "low", "high"):
                 if d is not None and d[stat] is not None and math.isfinite(d[stat]):
-                    metrics.append((f"replication/{a}-minus-{b}/{_slug(k)}/{stat}", d[stat]))
+                    metrics.append((f"replication/{_row_slug(a)}-minus-{_row_slug(b)}/{_slug(k)}/{stat}", d[stat]))
     if metrics and not any(m.step == R for m in client.get_metric_history(run_id, metrics[0][0])):
         now = int(time.time() * 1000)
         client.log_batch(run_id, metrics=[Metric(k, float(v), now, R) for k, v in metrics])
