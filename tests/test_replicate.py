@@ -123,7 +123,8 @@ def test_the_regime_is_checked_search_by_search_against_its_own_references():
                            _finals(none=face, constant=face, **{"time-dependent": face})])
     assert r["kept"] == 1 and [x["kept"] for x in r["runs"]] == [True, False]
     assert r["runs"][1]["missed"][0]["family"] == "none"
-    assert regime("seaquest", [kept]) is None
+    assert regime("digits", [kept]) is None  # a scenario without declared checks
+    assert set(REGIMES) == {"hero", "facemed", "seaquest", "riverraid", "bankheist", "roadrunner"}
 
 
 def test_the_regime_command_reads_finished_reports(tmp_path):
