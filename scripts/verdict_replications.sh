@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The verdict's replications (docs/RESULTS.md): five quick searches of each of the six
+# scenarios, all from one commit, seed by seed across the scenarios (every scenario's seed 0
+# first), each as `python -m focus_tune.replicate --game G --seeds r`.
+#
+#   git worktree add /work/verdict <commit>      # the commit the searches report
+#   cd /work/verdict && python -m venv .venv && . .venv/bin/activate && pip install -e .
+#   bash scripts/verdict_replications.sh /work/main /work/verdict-runs
+#
+# MAIN is the checkout that receives the results: each finished search's report (results.csv,
+# results.md, search.json), its log and provenance.json (commit, CPU, wall seconds) go to
+# MAIN/docs/results/replication/<game>-quick/searches/seed<r>/ and are committed there at once
+# (those paths alone). Resumable: a search whose provenance names this commit is skipped, an
+# interrupted one resumes from its run folder in STORAGE (the replicate command's own resume).
+# Aggregate afterwards with scripts/verdict_aggregate.sh.
+set -euo pipefail
+main=$(cd "$1" && pwd)
+storage=$(mkdir -p "$2" && cd "$2" && pwd)
+games=${GAMES:-"hero facemed seaquest riverraid bankheist roadrunner"}
+seeds=${SEEDS:-"0 1 2 3 4"}
+commit=$(git rev-parse HEAD)
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+  echo "verdict: the worktree has uncommitted changes; the searches must report a commit" >&2
+  exit 2
+fi
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+avx512=$(grep -q -w avx512f /proc/cpuinfo && echo "with AVX-512" || echo "without AVX-512")
+
+for seed in $seeds; do
+  for game in $games; do
+    dest=$main/docs/results/replication/$game-quick/searches/seed$seed
+    if [ -f "$dest/provenance.json" ] && grep -q "\"commit\": \"$commit\"" "$dest/provenance.json"; then
+      continue
+    fi
+    echo "== $game seed $seed ($(date -u +%H:%M:%S))"
+    start=$(date +%s)
+    python -m focus_tune.replicate --game "$game" --seeds "$seed" --storage "$storage" \
+      --out "$storage/partial/$game-seed$seed" --tracking-uri "sqlite:///$storage/replications.db"
+    wall=$(( $(date +%s) - start ))
+    run=$storage/$game-quick-seed$seed
+    rm -rf "$dest" && mkdir -p "$dest"
+    cp "$run/report/results.csv" "$run/report/results.md" "$run/report/search.json" "$dest/"
+    cp "$storage/logs/$game-quick-seed$seed.log" "$dest/search.log"
+    cat > "$dest/provenance.json" <<EOF
+{"commit": "$commit", "cpu": "$cpu $avx512", "cores": $(nproc), "wall_s": $wall,
+ "command": "python -m focus_tune.replicate --game $game --seeds $seed"}
+EOF
+    # commit these paths alone (the main checkout may have other work staged); retry past a busy index
+    for try in 1 2 3 4 5; do
+      if (cd "$main" && git add -- "$dest" && git commit -q -m "Verdict replication: $game quick search seed $seed at ${commit:0:7} ($cpu $avx512, $(nproc) cores, ${wall} s)" -- "$dest"); then
+        break
+      fi
+      sleep 5
+    done
+  done
+done
+echo "verdict: every search of seeds [$seeds] x [$games] is in $main/docs/results/replication"
