@@ -196,7 +196,8 @@ def _figure_lines() -> list[str]:
 
 def results_markdown(game: str, profile: str, families: Sequence[str], skipped: Sequence[str], finals: Mapping,
                      schedules: Mapping[str, str], condition: str, search: Mapping | None = None,
-                     data_notes: Sequence[str] = (), overrides: Sequence[str] = ()) -> str:
+                     data_notes: Sequence[str] = (), overrides: Sequence[str] = (),
+                     recommendation: Sequence[str] = ()) -> str:
     """The text of results.md (see :func:`focus_tune.report.write_report`)."""
     everything, families = families, [f for f in families if not is_conformal(f)]
     marginal = shown_columns(MARGINAL, families, finals)
@@ -218,6 +219,8 @@ def results_markdown(game: str, profile: str, families: Sequence[str], skipped: 
                           "No group results.")
     lines += conformal_lines(everything, finals)
     lines += difference_lines(families, finals)
+    if recommendation:
+        lines += ["## Which model to use", ""] + [line for text in recommendation for line in (text, "")]
     if search is not None:
         lines += search_lines(search)
     return "\n".join(lines + _figure_lines())

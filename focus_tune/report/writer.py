@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..atomic import write_atomic
 from .columns import class_name, is_conformal, ordered_families
@@ -30,6 +30,7 @@ class Report:
     table: str
     files: list[Path] = field(default_factory=list)
     summary: dict[str, float] = field(default_factory=dict)
+    recommendation: Any = None  # the search's focus_tune.recommend.Recommendation, set by the search
 
 
 def write_report(
@@ -43,6 +44,7 @@ def write_report(
     search: Mapping | None = None,
     data_notes: Sequence[str] = (),
     overrides: Sequence[str] = (),
+    recommendation: Sequence[str] = (),
 ) -> Report:
     """Write results.md, results.csv and the three figures into ``out_dir``; return a :class:`Report`.
 
@@ -56,6 +58,7 @@ def write_report(
     string. A family with no result is skipped with a note; missing or NaN metrics read ``n/a``.
     ``data_notes``: paragraphs on the data (absent reference rows, censoring), under "Data".
     ``overrides``: the search's ``--set KEY=VALUE`` texts, named under the title.
+    ``recommendation``: the paragraphs of a "Which model to use" section (none: no section).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +69,7 @@ def write_report(
     title = f"{game} ({profile})"
 
     markdown = results_markdown(game, profile, families, skipped, finals, schedules, condition, search, data_notes,
-                                overrides)
+                                overrides, recommendation)
     md_path = out_dir / "results.md"
     write_atomic(md_path, markdown)
     csv_path = out_dir / "results.csv"

@@ -207,9 +207,13 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
     print(report.table)
     print(f"\nchosen time-dependent schedule: {winners['joint'].schedule}")
     print(f"report: {folder / 'report' / 'results.md'}  |  MLflow: {ui_command(tracker.uri, tracker.experiment_id)}")
-    print(f"use it: python -m focus_tune.predict --model runs:/{tracker.parent_run_id}/model-time-dependent "
-          f"{'' if tracker.uri == tracking_uri(None) else '--tracking-uri ' + tracker.uri + ' '}IMAGE...")
     print(f"wall time {fmt_s(wall)}")
+    rec = report.recommendation  # by the validation evidence (focus_tune.recommend), the search's last line
+    family = rec.family if rec else "time-dependent"
+    flags = rec.predict_flags(cfg.train.estimator, cfg.train.num_samples) if rec else ""
+    print(f"use it: python -m focus_tune.predict --model runs:/{tracker.parent_run_id}/model-{family} {flags}"
+          f"{'' if tracker.uri == tracking_uri(None) else '--tracking-uri ' + tracker.uri + ' '}IMAGE..."
+          + (f"  ({rec.reason})" if rec else ""))
     return 0
 
 

@@ -52,11 +52,15 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     from ..baselines import with_baselines
     from ..evaluation import Scoring
     from ..names import SELECT_NAMES
+    from ..recommend import recommend
     from ..report import search_trace, write_report
 
     finals, seeds = final_rows(plan, state)
     # temperature-scaled, image-blind, image-Bayes, oracle, exact: scored like the finals
     finals = with_baselines(finals, dataset, Scoring.of(cfg.train), seeds)
+    # the model to use, by the validation evidence alone (focus_tune.recommend)
+    recommendation = recommend(validation_scores(plan, state), finals, cfg.train.select_by, cfg.train.tie_se,
+                               cfg.train.alpha, model_seed=min(seeds) if seeds else None)
     schedules = {family: str(winners[stage].schedule)
                  for family, stage in (("none", "none"), ("constant", "constant"), ("time-dependent", "joint"))}
     m = dataset.manifest
@@ -66,7 +70,9 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
                           score=f"validation marginal {SELECT_NAMES[cfg.train.select_by]}", stopped=state.stopped)
     report = write_report(out, opts.game, opts.profile, finals, schedules, m.class_names, m.condition_class,
                           search=search, data_notes=data_notes(dataset, finals),
-                          overrides=[override_text(k, v) for k, v in opts.overrides])
+                          overrides=[override_text(k, v) for k, v in opts.overrides],
+                          recommendation=recommendation.lines if recommendation else ())
+    report.recommendation = recommendation
     eff = cost.efficiency(plan, state.results, state.trial_seconds, sum(state.fit_seconds), state.slots)
     write_atomic(out / "efficiency.json", json.dumps(eff, indent=1))
     report.summary["search/efficiency"] = eff["ratio"]
@@ -86,6 +92,21 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     tracker.log_search(metrics=parent_metrics(report.summary, without_model=set(schedules) - with_model))
     tracker.log_table(summary_table(report.summary), "report/tables/test_metrics.json")
     return report
+
+
+def validation_scores(plan: SearchPlan, state: SearchState) -> dict[str, dict[int, float | None]]:
+    """family -> final seed -> its last epoch's validation score (the one the stages decide by),
+    for the recommendation (focus_tune.recommend). The retrained seeds only, where a family has
+    two or more: the search seed's final is its stage's winner, whose score is the lowest of its
+    stage's candidates on these very items (optimistic, and more so the more candidates a
+    family's stages had)."""
+    sources = {t.trial_id: t.source_trial for t in plan.all_trials(state.results)}
+    out = {}
+    for family, by_seed in plan.finals(state.results).items():
+        scores = {seed: state.results.get(tid) for seed, tid in by_seed.items()}
+        retrained = {seed: v for seed, v in scores.items() if not sources.get(by_seed[seed])}
+        out[family] = retrained if len(retrained) >= 2 else scores
+    return out
 
 
 def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
