@@ -498,3 +498,140 @@ def test_command_line_subprocess_and_info(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "row 1" in bad.stderr
     assert json.loads((out / "manifest.json").read_text())["game"] is None
+
+
+# ----------------------------------------------------------------------------- inputs that cannot mislead
+
+
+@pytest.mark.parametrize("row, needle", [("2.png,a -1", "entry 2 of column 'sequence' is -1"),
+                                         ("2.png,-1", "entry 1 of column 'sequence' is -1")])
+def test_minus_one_in_a_table_is_refused_naming_the_row(tmp_path, capsys, row, needle):
+    src = tmp_path / "src"
+    _images(src, 4)
+    table = _write_csv(src, ["0.png,a END", "1.png,a", row, "3.png,END"])
+    _refused(capsys, tmp_path, ["import-table", str(table), "--event", "END"], str(table), "row 3", needle,
+             "end it early")
+
+
+def test_an_empty_class_name_in_a_parquet_list_is_refused(tmp_path, capsys):
+    src = tmp_path / "src"
+    _images(src, 4)
+    seqs = [["a", "END"], ["a"], ["a", "", "b"], ["END"]]
+    pq.write_table(pa.table({"image": [f"{i}.png" for i in range(4)], "sequence": seqs}), src / "t.parquet")
+    _refused(capsys, tmp_path, ["import-table", str(src / "t.parquet"), "--event", "END"],
+             "row 3", "entry 2", "empty class name")
+
+
+def test_bytes_class_names_and_splits_of_an_npz_are_decoded(tmp_path):
+    _, chw, seqs = _arrays()
+    file = tmp_path / "b.npz"
+    split = np.array([b"train", b"val", b"test"] * (len(seqs) // 3) + [b"train"] * (len(seqs) % 3))
+    np.savez(file, images=chw, sequences=seqs, classes=np.array([b"up", b"down", b"END"]), split=split)
+    out = tmp_path / "decoded"
+    assert main(["import-arrays", str(file), "--event", "END", "--out", str(out)]) == 0
+    m = read_manifest(out)
+    assert m.class_names == ["up", "down", "END"] and m.event_class == 2
+    assert m.splits["val"] == (split == b"val").sum()
+
+
+def test_a_class_not_in_classes_is_refused_with_comma_separated_classes(tmp_path, capsys):
+    src = tmp_path / "src"
+    _images(src, 4)
+    table = _write_csv(src, ["0.png,a END", "1.png,a", "2.png,a b", "3.png,END"])
+    _refused(capsys, tmp_path, ["import-table", str(table), "--event", "END", "--classes", "a,bb,END"],
+             str(table), "row 3", "class 'b' (entry 2) is not one of --classes (a, bb, END)")
+
+
+def test_the_table_after_a_list_flag_is_taken_back(tmp_path, capsys):
+    src = tmp_path / "src"
+    _images(src, 4)
+    table = _write_csv(src, ["0.png,ok fail", "1.png,ok", "2.png,warn ok", "3.png,fail"])
+    out = tmp_path / "after"
+    assert main(["import-table", "--event", "fail", "--out", str(out), "--classes", "ok", "warn", "fail",
+                 str(table)]) == 0
+    assert read_manifest(out).class_names == ["ok", "warn", "fail"]
+    out2 = tmp_path / "commas"
+    assert main(["import-table", "--event", "fail", "--classes", "ok,warn,fail", "--out", str(out2), str(table)]) == 0
+    assert read_manifest(out2).class_names == ["ok", "warn", "fail"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["import-table", "--event", "fail", "--out", str(tmp_path / "x"), "--classes", "ok", "warn", "fail"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert "TABLE is missing" in err and "give it first" in err and "--classes ok,warn,fail" in err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("out", [".", "sub/..", ".."])
+def test_out_at_the_current_folder_is_refused_before_any_image_is_read(tmp_path, capsys, monkeypatch, out):
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    table = _write_csv(tmp_path / "src", ["missing.png,a END", "1.png,a", "2.png,END"])
+    code = main(["import-table", str(table), "--event", "END", "--out", out])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"--out {out}: the current folder or one above it" in err and "tmp" not in err
+    assert sorted(p.name for p in work.iterdir()) == ["sub"] and not list((work / "sub").iterdir())
+
+
+def test_out_below_a_file_is_refused_first(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    table = _write_csv(tmp_path / "src", ["missing.png,a END", "1.png,a", "2.png,END"])
+    code = main(["import-table", str(table), "--event", "END", "--out", str(tmp_path / "afile" / "ds")])
+    err = capsys.readouterr().err
+    assert code == 2 and "is not a folder" in err and "missing.png" not in err
+
+
+def test_a_name_the_search_would_refuse_is_refused_at_import(tmp_path, capsys):
+    src = tmp_path / "src"
+    _images(src, 3)
+    table = _write_csv(src, ["0.png,a END", "1.png,a", "2.png,END"])
+    _refused(capsys, tmp_path, ["import-table", str(table), "--event", "END", "--name", "n" * 65],
+             "--name", "1 to 64 letters")
+    out = tmp_path / ("n" * 64)
+    assert main(["import-table", str(table), "--event", "END", "--out", str(out)]) == 0
+
+
+def test_sequences_of_length_one_are_refused_at_import(tmp_path, capsys):
+    src = tmp_path / "src"
+    _images(src, 3)
+    table = _write_csv(src, ["0.png,a", "1.png,END", "2.png,a"])
+    _refused(capsys, tmp_path, ["import-table", str(table), "--event", "END"],
+             str(table), "longest sequence has 1 entries", "at least 2", "--length")
+    _refused(capsys, tmp_path, ["import-table", str(table), "--event", "END", "--length", "1"], "--length 1",
+             "at least 2")
+    out = tmp_path / "padded"
+    assert main(["import-table", str(table), "--event", "END", "--length", "2", "--out", str(out)]) == 0
+    _, chw, _ = _arrays()
+    with pytest.raises(DataError, match="length 1; a search needs at least 2"):
+        write_dataset(tmp_path / "one", images=chw, sequences=np.zeros((len(chw), 1), int), classes=["a", "b"],
+                      event="b")
+
+
+def test_truncate_without_length_is_refused(tmp_path, capsys):
+    src = tmp_path / "src"
+    _images(src, 3)
+    table = _write_csv(src, ["0.png,a END", "1.png,a", "2.png,END"])
+    _refused(capsys, tmp_path, ["import-table", str(table), "--event", "END", "--truncate"],
+             "--truncate", "give --length")
+
+
+def test_group_splits_are_sized_by_items_not_by_group_count(tmp_path):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    lines = ["image,sequence,site"]
+    sizes = {"big": 80, "mid": 12, "small": 8}
+    i = 0
+    for site, count in sizes.items():
+        for _ in range(count):
+            _png(folder / f"{i}.png", i % 250)
+            lines.append(f"{i}.png,a END,{site}")
+            i += 1
+    (folder / "t.csv").write_text("\n".join(lines) + "\n")
+    for seed in range(4):
+        out = tmp_path / f"sites{seed}"
+        assert main(["import-table", str(folder / "t.csv"), "--out", str(out), "--event", "END",
+                     "--group-column", "site", "--seed", str(seed)]) == 0
+        m = read_manifest(out)
+        assert m.splits["train"] == 80 and sorted((m.splits["val"], m.splits["test"])) == [8, 12]
+        assert m.details["split"]["groups"] == {"train": 1, "val": 1, "test": 1}

@@ -55,12 +55,14 @@ def get_parser() -> argparse.ArgumentParser:
 
     table = commands.add_parser("import-table", help="import your own data: a CSV or Parquet table of image "
                                 "paths and class-name sequences")
-    table.add_argument("path", type=Path, metavar="TABLE", help="CSV or Parquet, one row per item")
+    table.add_argument("path", type=Path, nargs="?", metavar="TABLE",
+                       help="CSV or Parquet, one row per item (give it before a list flag such as --classes)")
     _own_data_flags(table)
     table.add_argument("--length", type=positive_int, help="padded length L (default: the longest sequence)")
     table.add_argument("--truncate", action="store_true", help="cut sequences longer than --length (else refused)")
     table.add_argument("--classes", nargs="+", metavar="CLASS",
-                       help="the class names in id order (default: those seen, sorted)")
+                       help="the class names in id order, separated by spaces or commas (default: those seen, "
+                            "sorted; given, a sequence's class not among them is refused)")
     table.add_argument("--image-size", type=positive_int, nargs=2, metavar=("H", "W"),
                        help="resize every image (required when their sizes differ)")
     table.add_argument("--channels", type=int, choices=(1, 3),
@@ -76,11 +78,12 @@ def get_parser() -> argparse.ArgumentParser:
 
     arrays = commands.add_parser("import-arrays", help="import your own data: an .npz of images, sequences "
                                  "and class names")
-    arrays.add_argument("path", type=Path, metavar="FILE.npz",
+    arrays.add_argument("path", type=Path, nargs="?", metavar="FILE.npz",
                         help="images uint8 [N, C, H, W] or [N, H, W, C], sequences int [N, L] (-1 unobserved), "
                              "classes; optional split or groups [N]")
     _own_data_flags(arrays)
-    arrays.add_argument("--classes", nargs="+", metavar="CLASS", help="the class names, if the file has none")
+    arrays.add_argument("--classes", nargs="+", metavar="CLASS",
+                        help="the class names (spaces or commas), if the file has none")
 
     info = commands.add_parser("info", help="verify a dataset folder (files and contents) and summarise it")
     info.add_argument("path", type=Path)
@@ -100,9 +103,40 @@ def _own_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the 70/20/10 split")
 
 
+LIST_FLAGS = ("classes", "absorbing")  # nargs="+": each takes every word after it
+_INPUT_SUFFIXES = (".csv", ".tsv", ".txt", ".parquet", ".pq", ".npz")
+
+
+def _own_data_lists(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The list flags of the importers split at commas too (--classes ok,warn,fail); the input
+    file swallowed by a list flag before it (--classes ok warn fail items.csv) is taken back
+    when it names a file or ends like one, else one line says where it goes."""
+    for flag in LIST_FLAGS:
+        values = getattr(args, flag, None)
+        if values is not None:
+            setattr(args, flag, [part for v in values for part in v.split(",") if part])
+    what = "TABLE" if args.command == "import-table" else "FILE.npz"
+    if args.path is None:
+        found = [flag for flag in LIST_FLAGS if getattr(args, flag, None)
+                 and (Path(getattr(args, flag)[-1]).is_file()
+                      or Path(getattr(args, flag)[-1]).suffix.lower() in _INPUT_SUFFIXES)]
+        if len(found) == 1:
+            args.path = Path(getattr(args, found[0]).pop())
+        else:
+            parser.error(f"{args.command}: {what} is missing; give it first ({parser.prog} {args.command} {what} "
+                         "--out DIR ...): a list flag (--classes, --absorbing) takes every word after it, "
+                         "or write the list with commas (--classes ok,warn,fail)")
+    for flag in LIST_FLAGS:
+        if getattr(args, flag, None) == []:
+            parser.error(f"{args.command}: --{flag} lists no class")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = get_parser().parse_args(argv)
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    if args.command in ("import-table", "import-arrays"):
+        _own_data_lists(parser, args)
     start = time.perf_counter()
     try:
         if args.command == "build":

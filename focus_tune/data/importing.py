@@ -28,7 +28,8 @@ from .profiles import GAMES
 from .store import SPLITS, STANDARD_COLUMNS, DataError, DatasetWriter, _check_replaceable, censored_items, sha256_file
 
 SPLIT_FRACTIONS = (0.7, 0.2, 0.1)
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+MAX_NAME = 64  # the search's limit on a scenario's name (config_checks.game_name)
+MIN_LENGTH = 2  # a search's schedule needs two entries (generic_space)
 UNOBSERVED = -1
 _SPLIT_TAG = 0x05E1F  # the split's random stream: [seed, tag]
 _GRAY_MODES = {"1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
@@ -80,9 +81,8 @@ def write_dataset(
     Raises DataError (one line) on bad input; nothing is left at ``out`` then.
     """
     where = where or (lambda i: f"sequences[{i}]")
-    out = Path(out)
+    out = check_out(out, "out")
     name = _default_name(out, name, "name")
-    _check_replaceable(out)
     classes = _check_classes(classes, "classes")
     k = len(classes)
     event_id = class_id(event, classes, "event")
@@ -103,6 +103,7 @@ def write_dataset(
     assignment, split_info = assign_splits(n, splits=splits, groups=groups, seed=seed, where=where, rule=split_rule)
 
     L = filled.shape[1]
+    check_length(L, "sequences")
     cut_short = observed_length < L
     censored = bool(cut_short.any())
     absorbed = np.isin(filled[:, -1], absorbing_ids) & ~cut_short
@@ -135,21 +136,61 @@ def write_dataset(
 
 
 def check_name(name: str, what: str = "--name") -> str:
-    """A dataset name a search can use as its scenario: safe in paths, not a built-in game's.
-    ``what`` says where the name came from, for the message."""
-    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
-        raise DataError(f"{what} {short(name, 60)} is not a dataset name: letters, digits, '_', '.' and '-', "
-                        "starting with a letter or digit (give one with --name)")
+    """A dataset name a search can use as its scenario: the search's own rule for a scenario
+    name (``config_checks.game_name``: 1 to 64 letters, digits, '_', '.' and '-', starting with
+    a letter or digit; it names folders), not a built-in game's. ``what`` says where the name
+    came from, for the message."""
+    from ..config_checks import ConfigError, Context, game_name
+
+    try:
+        if not isinstance(name, str):
+            raise ConfigError(name)
+        game_name(Context(what), name, "")
+    except ConfigError:
+        raise DataError(f"{what} {short(name, 60)} is not a dataset name: 1 to {MAX_NAME} letters, digits, '_', "
+                        "'.' and '-', starting with a letter or digit (a search names its folders after it; "
+                        "give one with --name)") from None
     if name.lower() in GAMES:
         raise DataError(f"{what} {name!r} is a built-in scenario's name ({', '.join(GAMES)}); "
                         "give your own data another name (--name)")
     return name
 
 
+def check_out(out: str | os.PathLike, flag: str = "--out") -> Path:
+    """The dataset folder to write, checked before any work: not the current folder or one
+    above it, absent, empty or a dataset of ours, below a folder that exists (or can be made)
+    and can be written. Returns it normalised ('a/../b' -> 'b'); DataError naming it otherwise."""
+    given = str(out)
+    if not given.strip():
+        raise DataError(f"{flag}: empty; give the dataset folder to write (e.g. {flag} data/mine)")
+    path = Path(os.path.normpath(given))
+    absolute = Path(os.path.abspath(path))
+    cwd = Path(os.path.abspath(os.getcwd()))
+    if absolute == cwd or absolute in cwd.parents or absolute.parent == absolute:
+        raise DataError(f"{flag} {given}: the current folder or one above it; the dataset is written as a new "
+                        f"folder: give its name (e.g. {flag} data/mine)")
+    _check_replaceable(path)
+    parent = absolute.parent
+    while not os.path.lexists(parent) and parent.parent != parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise DataError(f"{flag} {given}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise DataError(f"{flag} {given}: {parent} is not writable")
+    return path
+
+
 def _default_name(out: Path, name: str | None, flag: str) -> str:
     if name is not None:
         return check_name(name, flag)
     return check_name(out.resolve().name, "the output folder's name")
+
+
+def check_length(length: int, what: str) -> None:
+    """L = 1 is refused at import: the search could not use it (its schedule needs 2 entries)."""
+    if length < MIN_LENGTH:
+        raise DataError(f"{what}: sequences of length {length}; a search needs at least {MIN_LENGTH} entries "
+                        "(a schedule of one entry chosen alone and one for the joint stage)")
 
 
 def _check_classes(classes: Sequence[str], flag: str) -> list[str]:
@@ -309,19 +350,23 @@ def assign_splits(n: int, *, splits=None, groups=None, seed: int = 0,
             if keys.dtype.kind == "O":
                 keys = keys.astype(str)
             units, inverse = np.unique(keys, return_inverse=True)
-            info = {"rule": rule or "seeded random 70/20/10 of the groups", "seed": int(seed)}
+            info = {"rule": rule or "seeded random 70/20/10 of the items, whole groups", "seed": int(seed)}
         m = len(units)
         if m < 3:
             what = "groups" if groups is not None else "items"
             raise DataError(f"{m} {what}: a 70/20/10 split needs at least 3, one for each of train, val, test "
                             "(an empty split)")
         order = np.random.default_rng([seed, _SPLIT_TAG]).permutation(m)
-        n_train = min(round(SPLIT_FRACTIONS[0] * m), m - 2)
-        n_val = min(max(1, round(SPLIT_FRACTIONS[1] * m)), m - n_train - 1)
         unit_split = np.empty(m, dtype=object)
-        unit_split[order[:n_train]] = "train"
-        unit_split[order[n_train:n_train + n_val]] = "val"
-        unit_split[order[n_train + n_val:]] = "test"
+        if groups is None:
+            n_train = min(round(SPLIT_FRACTIONS[0] * m), m - 2)
+            n_val = min(max(1, round(SPLIT_FRACTIONS[1] * m)), m - n_train - 1)
+            unit_split[order[:n_train]] = "train"
+            unit_split[order[n_train:n_train + n_val]] = "val"
+            unit_split[order[n_train + n_val:]] = "test"
+        else:
+            sizes = np.bincount(inverse, minlength=m)
+            unit_split[:] = np.array(SPLITS, dtype=object)[_groups_by_items(sizes, order)]
         assignment = unit_split[inverse].astype(str)
         if groups is not None:
             info["groups"] = {s: int((unit_split == s).sum()) for s in SPLITS}
@@ -332,6 +377,49 @@ def assign_splits(n: int, *, splits=None, groups=None, seed: int = 0,
                         f"{counts['test']} test items); every split needs at least one item")
     info["items"] = counts
     return assignment, info
+
+
+def _groups_by_items(sizes: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Each group's split (0 train, 1 val, 2 test), sized by items: the groups, in the seeded
+    ``order``, each go to the split where the items' total distance from 70/20/10 of the
+    items ends least (ties: the split furthest below its share, then train, val, test); a
+    split left without a group then takes the group whose move costs least. Every split gets
+    at least one group (there are at least 3)."""
+    target = np.asarray(SPLIT_FRACTIONS) * sizes.sum()
+    held = np.zeros(3)
+    count = np.zeros(3, np.int64)
+    split = np.empty(len(sizes), np.int64)
+    for g in order:
+        size = sizes[g]
+        # |held + size - target| - |held - target|: the change in the total distance.
+        cost = np.abs(held + size - target) - np.abs(held - target)
+        below = (target - held) / target
+        s = min(range(3), key=lambda j: (cost[j], -below[j], j))
+        split[g] = s
+        held[s] += size
+        count[s] += 1
+    position = np.empty(len(sizes), np.int64)
+    position[order] = np.arange(len(sizes))
+    while (count == 0).any():
+        empty = int(np.flatnonzero(count == 0)[0])
+        best = None
+        for g in order:
+            s = split[g]
+            if count[s] < 2:
+                continue
+            after = held.copy()
+            after[s] -= sizes[g]
+            after[empty] += sizes[g]
+            key = (np.abs(after - target).sum(), position[g])
+            if best is None or key < best[0]:
+                best = (key, g)
+        g = best[1]
+        held[split[g]] -= sizes[g]
+        count[split[g]] -= 1
+        split[g] = empty
+        held[empty] += sizes[g]
+        count[empty] += 1
+    return split
 
 
 def command_line(argv: Sequence[str]) -> str:
@@ -394,6 +482,19 @@ def _sequence_tokens(table, path: Path, column: str) -> list[list[str]]:
                     "(CSV) or a list of class names (Parquet)")
 
 
+def _check_tokens(tokens: list[list[str]], path: Path, column: str) -> None:
+    """A table's sequence lists the observed class names: an empty name, or -1 (the arrays'
+    'unobserved'), is refused, naming the row and entry."""
+    for r, row in enumerate(tokens):
+        for i, t in enumerate(row):
+            if not t.strip():
+                raise DataError(f"{path}: row {r + 1}: entry {i + 1} of column {column!r} is an empty class name")
+            if t.strip() == str(UNOBSERVED):
+                raise DataError(f"{path}: row {r + 1}: entry {i + 1} of column {column!r} is -1; a table's "
+                                "sequence lists the observed classes by name: end it early to leave the rest "
+                                "unobserved (-1 means unobserved only in import-arrays)")
+
+
 def _sorted_names(names: set[str]) -> list[str]:
     if all(re.fullmatch(r"-?\d+", n) for n in names):
         return sorted(names, key=int)
@@ -429,19 +530,23 @@ def import_table(
     messages count from 1, the CSV header not counted.
     """
     path = Path(table)
-    out = Path(out)
+    out = check_out(out)
     name = _default_name(out, name, "--name")
-    _check_replaceable(out)
     if split_column and group_column:
         raise DataError("give --split-column or --group-column, not both")
     if channels not in (None, 1, 3):
         raise DataError(f"--channels {channels}: expected 1 or 3")
+    if truncate and length is None:
+        raise DataError("--truncate cuts sequences at --length: give --length L with it")
+    if length is not None:
+        check_length(length, f"--length {length}")
     data, kind = read_table(path, (image_column, sequence_column, split_column, group_column))
     n = data.num_rows
     if n == 0:
         raise DataError(f"{path}: the table has no rows")
     paths = _image_paths(data, path, image_column, Path(images_root) if images_root else path.parent)
     tokens = _sequence_tokens(data, path, sequence_column)
+    _check_tokens(tokens, path, sequence_column)
 
     if classes is None:
         seen = {t for row in tokens for t in row}
@@ -463,6 +568,10 @@ def import_table(
 
     longest = max(len(t) for t in tokens)
     L = length or longest
+    try:
+        check_length(L, f"{path}: the longest sequence has {L} entries")
+    except DataError as err:
+        raise DataError(f"{err} (give --length to pad them)") from None
     truncated = 0
     sequences = np.full((n, max(L, 1)), UNOBSERVED, dtype=np.int64)
     for r, row in enumerate(tokens):
@@ -631,6 +740,19 @@ def read_images(paths: list[Path], table: Path, *, image_size: tuple[int, int] |
 # ----------------------------------------------------------------------------- arrays
 
 
+def _text_values(array: np.ndarray, path: Path, key: str) -> list[str]:
+    """A 1-D str or bytes array as Python strings: bytes are decoded as UTF-8 (b'END' -> 'END')."""
+    if array.dtype.kind != "S":
+        return [str(v) for v in array.tolist()]
+    out = []
+    for i, v in enumerate(array.tolist()):
+        try:
+            out.append(v.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: {key}[{i}] {short(v, 40)} is not UTF-8 text") from None
+    return out
+
+
 def import_arrays(
     file: str | os.PathLike,
     out: str | os.PathLike,
@@ -647,9 +769,8 @@ def import_arrays(
     `split` or `groups` and `exact_marginals` (the `import-arrays` command); other [N] numeric
     arrays become extras."""
     path = Path(file)
-    out = Path(out)
+    out = check_out(out)
     name = _default_name(out, name, "--name")
-    _check_replaceable(out)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     import zipfile
@@ -667,7 +788,7 @@ def import_arrays(
         if stored.dtype.kind not in "US" or stored.ndim != 1:
             raise DataError(f"{path}: 'classes' is {stored.dtype} {list(stored.shape)}; expected a 1-D array of "
                             "class names (np.array(names, dtype=str))")
-        names = [str(c) for c in stored.tolist()]
+        names = _text_values(stored, path, "classes")
         if classes is not None and list(classes) != names:
             raise DataError(f"{path}: --classes {' '.join(classes)} differ from the file's classes {' '.join(names)}")
     elif classes is not None:
@@ -682,12 +803,17 @@ def import_arrays(
     splits = arrays.get("split")
     if splits is not None and splits.dtype.kind not in "US":
         raise DataError(f"{path}: 'split' is {splits.dtype}; expected strings 'train', 'val', 'test'")
+    if splits is not None and splits.ndim == 1:
+        splits = np.array(_text_values(splits, path, "split"), dtype=str)
+    groups = arrays.get("groups")
+    if groups is not None and groups.dtype.kind == "S" and groups.ndim == 1:
+        groups = np.array(_text_values(groups, path, "groups"), dtype=str)
     details = {"command": command, "arrays": _file_info(path, "npz"), "extras": sorted(extras),
                "ignored_arrays": ignored}
     where = lambda r: f"{path}: sequences[{r}]"  # noqa: E731
     try:
         return write_dataset(out, images=arrays["images"], sequences=arrays["sequences"], classes=names,
-                             event=event, absorbing=absorbing, splits=splits, groups=arrays.get("groups"),
+                             event=event, absorbing=absorbing, splits=splits, groups=groups,
                              seed=seed, name=name, condition=condition, extras=extras,
                              exact_marginals=arrays.get("exact_marginals"),
                              source=f"arrays {path.resolve()}", details=details, generator="import-arrays",
