@@ -46,6 +46,11 @@ def _run(folder: Path, r: int):
             for seed in range(r, r + 3):
                 base = 0.03 + 0.001 * seed + 0.004 * r
                 w.writerow([family, "value", seed, base + shift, base, 0.5, 0.7, 0.02, 0.85 + shift, 1.0, 3.0])
+        for seed in range(r, r + 3):  # the post-hoc rows: a temperature that helps a little, none's conformal
+            base = 0.03 + 0.001 * seed + 0.004 * r
+            w.writerow(["temperature-scaled", "value", seed, base - 0.002 * (1 + r % 2), base, 0.5, 0.7, 0.02, 0.85,
+                        1.0, 3.0])
+            w.writerow(["none +conformal", "value", seed, "", "", "", "", "", 0.9, 1.2 + 0.01 * r, 2.9 - 0.01 * seed])
     # stage 1: l0.05 lowest by 0.001 with SE 0.002 (a tie at 1 SE); constant: 0.005 clearly lowest
     search = {"chosen": {"time-dependent": "l1=0.005 rest=0" if r % 2 else "l1=0.05 rest=0",
                          "constant": "all=0.005"},
@@ -258,3 +263,44 @@ def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes
     artifacts = {a.path for a in MlflowClient(f"sqlite:///{db}").list_artifacts(run.info.run_id)}
     assert {"replication.md", "replication.json", "replication.png", "searches"} <= artifacts
     assert "replication/time-dependent-minus-none/ece/mean" in run.data.metrics
+
+
+def test_the_verdict_across_scenarios(tmp_path):
+    """python -m focus_tune.replicate.verdict: one row per scenario from its replication.json,
+    the post-hoc comparisons, the regime, the paper's values and Holm over every scenario's
+    primary comparisons together."""
+    from focus_tune.replicate.verdict import PAPER, verdict
+
+    storage = tmp_path / "runs"
+    for r in range(4):
+        _run(storage, r)
+    out = tmp_path / "hero-quick"
+    subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--seeds", "0-3", "--storage",
+                    str(storage), "--out", str(out), "--aggregate-only", "--tracking-uri",
+                    f"sqlite:///{tmp_path / 'mlflow.db'}"], check=True, capture_output=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate.verdict", "--out", str(tmp_path / "verdict"),
+                           str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    v = json.loads((tmp_path / "verdict" / "verdict.json").read_text())
+    row = v["scenarios"]["hero"]
+    assert row["runs"] == 4 and row["regime"] == {"kept": 0, "runs": 4} and row["paper"] == {
+        "ece": list(PAPER["hero"]["ece"]), "coverage": list(PAPER["hero"]["coverage"])}
+    ts = row["comparisons"]["ECE vs temperature-scaled"]
+    assert ts["pair"] == ["time-dependent", "temperature-scaled"] and ts["primary"]
+    # per search: -0.01 - (-0.002 or -0.004) = -0.008 / -0.006
+    assert ts["per_run"] == pytest.approx([-0.008, -0.006, -0.008, -0.006]) and ts["below"] == 4
+    conformal = row["comparisons"]["interval score vs none +conformal"]
+    assert conformal["primary"] and conformal["mean"] == pytest.approx(0.1 + 0.01 * 2.5)  # 3.0 - (2.9 - 0.01 (r + 1))
+    assert not row["comparisons"]["width vs none +conformal"]["primary"]
+    assert row["none_conformal_coverage"] == pytest.approx(0.9)
+    md = (tmp_path / "verdict" / "verdict.md").read_text()
+    assert "| H.E.R.O. | 4 |" in md and "0.095 → 0.048" in md and "0/4 |" in md
+    assert (tmp_path / "verdict" / "verdict.png").read_bytes()[:4] == b"\x89PNG"
+    # Holm over all scenarios: two scenarios double the primary tests, the pooled adjustment is at
+    # least each scenario's own
+    s = json.loads((out / "replication.json").read_text())
+    one, two = verdict({"hero": s}), verdict({"hero": s, "seaquest": s})
+    assert two["primary_tests"] == 2 * one["primary_tests"] > 0
+    for label, c in two["scenarios"]["seaquest"]["comparisons"].items():
+        if c["primary"] and c["p"] == c["p"]:
+            assert c["holm_all"] >= one["scenarios"]["hero"]["comparisons"][label]["holm_all"]

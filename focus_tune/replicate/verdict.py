@@ -1,0 +1,228 @@
+"""The verdict across the six scenarios: one row per scenario from its replication.
+
+``python -m focus_tune.replicate.verdict --out docs/results/verdict docs/results/replication/*-quick``
+reads each folder's ``replication.json`` (:func:`focus_tune.replicate.summary.summarize`) and
+writes ``verdict.md`` (the table README and RESULTS open with), ``verdict.json`` and
+``verdict.png`` (the forest plot). Per scenario:
+
+* ``none``'s ECE and coverage of I_0.9 (the mean over the searches of each search's mean over
+  its final seeds);
+* time-dependent minus ``none`` on ECE, debiased ECE, coverage and interval score, and
+  time-dependent against the cheap fixes after training: minus ``temperature-scaled`` on ECE,
+  minus ``none +conformal`` (none's I_0.9 calibrated by split conformal) on interval score and
+  relative width. Each: the pooled paired difference (per search, the mean over its seeds of
+  the per-seed differences), its 95 % t interval over the searches and how many searches are
+  below zero;
+* how many searches kept the scenario's regime checks;
+* the paper's none -> time-dependent ECE and coverage (its Tables 2 and 6: another scale,
+  other data).
+
+Holm's adjustment runs over the declared primary comparisons
+(:data:`focus_tune.replicate.summary.VERDICT_PRIMARY`) of all scenarios together, and
+separately within each scenario (the replication's own ``holm_primary``); the table says
+which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..names import conformal_row
+from ..report.stats import holm
+from .summary import VERDICT_PRIMARY
+
+SCENARIOS = ("facemed", "hero", "seaquest", "riverraid", "bankheist", "roadrunner")
+NAMES = {"facemed": "FaceMed", "hero": "H.E.R.O.", "seaquest": "Seaquest", "riverraid": "River Raid",
+         "bankheist": "Bank Heist", "roadrunner": "Road Runner"}
+# The paper's test values, mean over its 3 seeds: marginal ECE (Table 2) and coverage of I_0.9
+# (Table 6), none -> time-dependent.
+PAPER = {
+    "seaquest": {"ece": (0.0435, 0.0277), "coverage": (0.3420, 0.7065)},
+    "riverraid": {"ece": (0.0583, 0.0388), "coverage": (0.4463, 0.8345)},
+    "bankheist": {"ece": (0.0559, 0.0148), "coverage": (0.7066, 0.9243)},
+    "hero": {"ece": (0.0947, 0.0481), "coverage": (0.2252, 0.6850)},
+    "roadrunner": {"ece": (0.0779, 0.0204), "coverage": (0.2646, 0.7507)},
+    "facemed": {"ece": (0.1503, 0.0757), "coverage": (0.2789, 0.7169)},
+}
+NONE_CONFORMAL = conformal_row("none")
+# (column label, (a, b), metric): the differences a - b the table shows, in its order
+COMPARISONS = (
+    ("ECE", ("time-dependent", "none"), "test/marginal/ece"),
+    ("ECE debiased", ("time-dependent", "none"), "test/marginal/ece_debiased"),
+    ("coverage", ("time-dependent", "none"), "test/interval/coverage"),
+    ("interval score", ("time-dependent", "none"), "test/interval/interval_score"),
+    ("ECE vs temperature-scaled", ("time-dependent", "temperature-scaled"), "test/marginal/ece"),
+    ("interval score vs none +conformal", ("time-dependent", NONE_CONFORMAL), "test/interval/interval_score"),
+    ("width vs none +conformal", ("time-dependent", NONE_CONFORMAL), "test/interval/relative_width"),
+)
+
+
+HEADERS = {"ECE": "Δ ECE", "ECE debiased": "Δ ECE debiased", "coverage": "Δ coverage",
+           "interval score": "Δ interval score", "ECE vs temperature-scaled": "Δ ECE vs temperature-scaled",
+           "interval score vs none +conformal": "Δ interval score vs none +conformal",
+           "width vs none +conformal": "Δ width vs none +conformal"}
+
+
+def scenario_of(summary: dict, folder: Path) -> str:
+    """The scenario of a replication: from its searches' run folders (<game>-<profile>-seed<r>),
+    else from its own folder's name (<game>-<profile>)."""
+    names = [Path(f).name for f in summary.get("folders", [])] or [folder.name]
+    return names[0].split("-")[0]
+
+
+def verdict(replications: dict[str, dict]) -> dict:
+    """{"scenarios": {game: row}, "primary_tests": count}: each row holds R, none's means, the
+    comparisons (mean, low, high, below, runs, per_run, primary, holm_scenario, holm_all), the
+    regime and the paper's values."""
+    rows = {}
+    for game in [g for g in SCENARIOS if g in replications] + [g for g in replications if g not in SCENARIOS]:
+        s = replications[game]
+        means = s.get("means", {})
+        row = {"runs": s["runs"], "missing_seeds": s.get("missing_seeds", []),
+               "none": {k: means.get(k, {}).get("none", {}).get("mean", math.nan)
+                        for k in ("test/marginal/ece", "test/interval/coverage")},
+               "none_conformal_coverage": means.get("test/interval/coverage", {}).get(NONE_CONFORMAL, {}).get(
+                   "mean", math.nan),
+               "regime": None if not s.get("regime") else {"kept": s["regime"]["kept"], "runs": s["runs"]},
+               "paper": PAPER.get(game), "comparisons": {}}
+        for label, (a, b), key in COMPARISONS:
+            d = s["differences"].get(f"{a} - {b}/{key}")
+            if d is None:
+                continue
+            row["comparisons"][label] = {
+                "pair": [a, b], "key": key, "mean": d["mean"], "low": d["low"], "high": d["high"], "p": d["p"],
+                "below": d["below_zero"], "above": d["above_zero"], "runs": d["runs"], "per_run": d["per_run"],
+                "primary": ((a, b), key) in VERDICT_PRIMARY, "holm_scenario": d.get("holm_primary", math.nan)}
+        rows[game] = row
+    pooled = holm({f"{game}/{label}": c["p"] for game, row in rows.items()
+                   for label, c in row["comparisons"].items() if c["primary"]})
+    for game, row in rows.items():
+        for label, c in row["comparisons"].items():
+            c["holm_all"] = pooled.get(f"{game}/{label}", math.nan)
+    return {"scenarios": rows, "primary_tests": sum(math.isfinite(p) for p in pooled.values())}
+
+
+def _num(x: float, digits: int = 3, signed: bool = False) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def _cell(c: dict | None, digits: int) -> str:
+    if c is None:
+        return "n/a"
+    ci = f" [{_num(c['low'], digits, True)}, {_num(c['high'], digits, True)}]" if math.isfinite(c["low"]) else ""
+    mark = "**" if c["primary"] and math.isfinite(c["holm_all"]) and c["holm_all"] < 0.05 else ""
+    return f"{mark}{_num(c['mean'], digits, True)}{mark}{ci}, {c['below']}/{c['runs']}"
+
+
+def markdown(v: dict) -> list[str]:
+    """The verdict table and how to read it."""
+    cols = [label for label, _, _ in COMPARISONS]
+    lines = ["| scenario | R | `none` ECE | `none` coverage | " + " | ".join(HEADERS[c] for c in cols)
+             + " | regime kept | paper: ECE none → time-dep. | paper: coverage none → time-dep. |",
+             "|---|---:|---:|---:|" + "---|" * len(cols) + "---:|---:|---:|"]
+    for game, row in v["scenarios"].items():
+        comps = row["comparisons"]
+        digits = {"coverage": 3, "interval score": 3, "interval score vs none +conformal": 3,
+                  "width vs none +conformal": 3}
+        cells = [_cell(comps.get(c), digits.get(c, 4)) for c in cols]
+        regime = "n/a" if row["regime"] is None else f"{row['regime']['kept']}/{row['regime']['runs']}"
+        paper = row["paper"] or {}
+        ece = " → ".join(f"{x:.3f}" for x in paper["ece"]) if "ece" in paper else "n/a"
+        cov = " → ".join(f"{x:.2f}" for x in paper["coverage"]) if "coverage" in paper else "n/a"
+        lines.append(f"| {NAMES.get(game, game)} | {row['runs']} | {_num(row['none']['test/marginal/ece'], 4)} | "
+                     f"{_num(row['none']['test/interval/coverage'])} | " + " | ".join(cells)
+                     + f" | {regime} | {ece} | {cov} |")
+    return lines
+
+
+def notes(v: dict) -> list[str]:
+    return [
+        "Δ: time-dependent minus `none` (or minus the row named). Each: the pooled paired difference over the R searches of the scenario (per search, the "
+        "mean over its final seeds of the per-seed differences; seed s of every row shares its initial weights, "
+        "batches and Monte Carlo uniforms), its 95 % t interval over the searches and k/R, the searches in "
+        "which it is below zero (lower is better for ECE, interval score and width; for coverage closer to 0.9 is). "
+        "*temperature-scaled*: the `none` finals with one temperature chosen on the validation split; "
+        "*none +conformal*: the `none` finals with I_0.9 recalibrated by split conformal on the validation "
+        "split (coverage at least 0.9 on exchangeable data; docs/METRICS.md, 'Conformal intervals'). "
+        f"**Bold**: significant at 0.05 after Holm over the {v['primary_tests']} primary comparisons of all "
+        "scenarios together (time-dependent − none on ECE, debiased ECE, coverage and interval score; against "
+        "temperature-scaled on ECE; against none +conformal on the interval score; the width beside it is not "
+        "tested as primary); each replication.md also adjusts its own scenario's primary comparisons alone. "
+        "The paper's values are its Tables 2 and 6 (mean over 3 seeds): another scale and other data, for "
+        "the direction only."]
+
+
+def plot(v: dict, path: Path) -> Path:
+    """The forest plot: one panel per comparison, a row per scenario; dots: the searches, diamond
+    and bar: the pooled mean and its 95 % t interval; a dotted line at zero."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..report.figures import save_png
+
+    games = list(v["scenarios"])
+    panels = [c for c in COMPARISONS if any(c[0] in r["comparisons"] for r in v["scenarios"].values())]
+    fig = Figure(figsize=(2.5 * len(panels) + 1.2, 0.55 * len(games) + 1.6))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    rng = np.random.default_rng(0)  # the dots' vertical jitter only
+    y = np.arange(len(games))[::-1]
+    for ax, (label, (a, b), key) in zip(axes, panels):
+        for yi, game in zip(y, games):
+            c = v["scenarios"][game]["comparisons"].get(label)
+            if c is None:
+                continue
+            x = np.asarray(c["per_run"], dtype=float)
+            ax.scatter(x, yi + rng.uniform(-0.15, 0.15, x.size), s=12, color="tab:gray", alpha=0.7, zorder=3)
+            color = "tab:red" if c["primary"] and math.isfinite(c["holm_all"]) and c["holm_all"] < 0.05 else "black"
+            if math.isfinite(c["low"]):
+                ax.errorbar(c["mean"], yi, xerr=[[c["mean"] - c["low"]], [c["high"] - c["mean"]]], fmt="D",
+                            color=color, capsize=3, markersize=4, zorder=4)
+            elif math.isfinite(c["mean"]):
+                ax.plot(c["mean"], yi, "D", color=color, markersize=4, zorder=4)
+        ax.axvline(0.0, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(f"{a} − {b}\n{label.split(' vs ')[0]}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].set_yticks(y, [f"{NAMES.get(g, g)} (R={v['scenarios'][g]['runs']})" for g in games], fontsize=8)
+    fig.suptitle("time-dependent against none and the post-hoc fixes: paired differences per scenario "
+                 "(dots: searches; diamond: mean, 95 % t interval; red: significant after Holm over all)",
+                 fontsize=8)
+    fig.tight_layout()
+    return save_png(fig, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m focus_tune.replicate.verdict",
+                                 description="The verdict table and forest plot across scenarios, from their "
+                                             "replications' replication.json.")
+    ap.add_argument("folders", nargs="+", type=Path, help="replication folders (each with a replication.json)")
+    ap.add_argument("--out", type=Path, required=True, help="where verdict.md, verdict.json and verdict.png go")
+    args = ap.parse_args(argv)
+    replications = {}
+    for folder in args.folders:
+        path = folder / "replication.json"
+        if not path.exists():
+            ap.error(f"{path}: no replication.json (run python -m focus_tune.replicate first)")
+        summary = json.loads(path.read_text())
+        replications[scenario_of(summary, folder)] = summary
+    v = verdict(replications)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
+    plot(v, args.out / "verdict.png")
+    text = ["# The verdict across scenarios", "", *markdown(v), "", *notes(v), "",
+            "![paired differences per scenario](verdict.png)", ""]
+    (args.out / "verdict.md").write_text("\n".join(text))
+    print("\n".join(markdown(v)))
+    print(f"wrote {args.out / 'verdict.md'}, verdict.json, verdict.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
