@@ -32,8 +32,6 @@ MAX_NAME = 64  # the search's limit on a scenario's name (config_checks.game_nam
 MIN_LENGTH = 2  # a search's schedule needs two entries (generic_space)
 UNOBSERVED = -1
 _SPLIT_TAG = 0x05E1F  # the split's random stream: [seed, tag]
-_GRAY_MODES = {"1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
-_WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # more than 8 bits per pixel
 
 ClassRef = str | int
 
@@ -675,15 +673,16 @@ def _numeric_columns(data, used: set) -> tuple[dict[str, np.ndarray], list[str]]
 
 def read_images(paths: list[Path], table: Path, *, image_size: tuple[int, int] | None = None,
                 channels: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-    """Decode every image to uint8 [N, C, H, W]; DataError naming the row and path.
+    """Decode every image to uint8 [N, C, H, W] with the one decoder (``images.decode``, which
+    ``predict`` uses too); DataError naming the row and path.
 
-    A first pass reads only the headers (sizes and modes): mixed sizes need ``image_size``
-    (H, W), then every image is resized (antialiased bilinear); channels default to 1 when
-    every image is grayscale, else 3.
+    A first pass reads only the headers (upright sizes and modes): mixed sizes need
+    ``image_size`` (H, W), then every image is resized (antialiased bilinear); channels
+    default to 1 when every image is grayscale, else 3.
     """
     from PIL import Image
 
-    from .images import MAX_PIXELS
+    from .images import DECODE_ERRORS, MAX_PIXELS, ImageError, decode, is_gray, resize_chw, upright_size
 
     sizes, modes = [], []
     for r, p in enumerate(paths):
@@ -691,17 +690,17 @@ def read_images(paths: list[Path], table: Path, *, image_size: tuple[int, int] |
             with Image.open(p) as image:
                 if image.format not in ("PNG", "JPEG", "MPO"):
                     raise DataError(f"{table}: row {r + 1}: image {p} is {image.format}, not PNG or JPEG")
-                sizes.append((image.height, image.width))
+                if image.width * image.height > MAX_PIXELS:
+                    raise DataError(f"{table}: row {r + 1}: image {p} is {image.width}x{image.height} pixels, "
+                                    f"more than {MAX_PIXELS}")
+                sizes.append(upright_size(image))
                 modes.append(image.mode)
         except FileNotFoundError:
             raise DataError(f"{table}: row {r + 1}: image {p} not found") from None
         except DataError:
             raise
-        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+        except DECODE_ERRORS as err:
             raise DataError(f"{table}: row {r + 1}: image {p} unreadable ({short(str(err), 100)})") from None
-        if sizes[-1][0] * sizes[-1][1] > MAX_PIXELS:
-            raise DataError(f"{table}: row {r + 1}: image {p} is {sizes[-1][1]}x{sizes[-1][0]} pixels, "
-                            f"more than {MAX_PIXELS}")
     distinct = sorted(set(sizes))
     if image_size is None:
         if len(distinct) > 1:
@@ -712,26 +711,17 @@ def read_images(paths: list[Path], table: Path, *, image_size: tuple[int, int] |
         height, width = distinct[0]
     else:
         height, width = image_size
-    gray = all(m in _GRAY_MODES for m in modes)
-    c = channels or (1 if gray else 3)
+    c = channels or (1 if all(is_gray(m) for m in modes) else 3)
     out = np.empty((len(paths), c, height, width), np.uint8)
     resized = 0
     for r, p in enumerate(paths):
         try:
-            with Image.open(p) as image:
-                image.load()
-                if image.mode in _WIDE_MODES:  # 16-bit grayscale: its top 8 bits (Pillow would clip)
-                    wide = np.asarray(image).astype(np.float64)
-                    wide = wide if image.mode == "F" else wide / 256.0
-                    image = Image.fromarray(np.clip(wide, 0, 255).astype(np.uint8), "L")
-                image = image.convert("L" if c == 1 else "RGB")
-                if image.size != (width, height):
-                    image = image.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=2.0)
-                    resized += 1
-                pixels = np.asarray(image, dtype=np.uint8)
-        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+            pixels = decode(p, c)
+        except (ImageError, OSError) as err:
             raise DataError(f"{table}: row {r + 1}: image {p} unreadable ({short(str(err), 100)})") from None
-        out[r] = pixels[None] if c == 1 else pixels.transpose(2, 0, 1)
+        if pixels.shape[1:] != (height, width):
+            resized += 1
+        out[r] = resize_chw(pixels, height, width)
     info = {"channels": c, "image_modes": sorted(set(modes)), "image_sizes": len(distinct),
             "resized_images": resized}
     return out, info

@@ -52,8 +52,8 @@ def parse_items(spec: str | None, n: int) -> list[int]:
 
 def _from_array(array: np.ndarray, shape: tuple[int, int, int], name: str, resize: bool) -> tuple[np.ndarray, str | None]:
     """Pixels (a .npy, a decoded image file, a dataset item), uint8 [C, H, W] or [H, W, C] with
-    the model's channels, as the model's [C, H, W]: resized (bilinear, antialiased, each channel)
-    unless ``resize`` is False."""
+    the model's channels, as the model's [C, H, W]: resized as the importer resizes
+    (``data.images.resize_chw``: antialiased bilinear, each channel alike) unless ``resize`` is False."""
     C, H, W = shape
     if array.dtype != np.uint8 or array.ndim not in (2, 3):
         raise PredictError(f"{name}: expected uint8 pixels [C, H, W] or [H, W, C], got {array.dtype} {list(array.shape)}")
@@ -69,17 +69,17 @@ def _from_array(array: np.ndarray, shape: tuple[int, int, int], name: str, resiz
     if not resize:
         raise PredictError(f"{name}: {array.shape[2]}x{array.shape[1]} pixels, the model reads {W}x{H} "
                            "(drop --no-resize to resize it)")
-    from PIL import Image
+    from ..data.images import resize_chw
 
-    planes = [np.asarray(Image.fromarray(p).resize((W, H), Image.Resampling.BILINEAR, reducing_gap=2.0))
-              for p in array]
-    return np.stack(planes).astype(np.uint8), f"resized from {array.shape[2]}x{array.shape[1]} to {W}x{H}"
+    return resize_chw(array, H, W), f"resized from {array.shape[2]}x{array.shape[1]} to {W}x{H}"
 
 
 def load_image(path: Path, shape: tuple[int, int, int], resize: bool = True) -> tuple[np.ndarray, str | None]:
-    """An image file as the model's uint8 [C, H, W]: converted to its channels (RGB or grey)
-    and resized to its size (bilinear, antialiased) unless ``resize`` is False; a .npy holds
-    the pixels themselves. Raises PredictError naming the file otherwise."""
+    """An image file as the model's uint8 [C, H, W], decoded as the importer decodes it
+    (``data.images.decode``: EXIF orientation, 16-bit, palette and alpha alike), converted to
+    its channels (RGB or grey) and resized to its size (bilinear, antialiased) unless
+    ``resize`` is False; a .npy holds the pixels themselves. Raises PredictError naming the
+    file otherwise."""
     C = shape[0]
     if path.suffix.lower() == ".npy":
         try:
@@ -89,20 +89,15 @@ def load_image(path: Path, shape: tuple[int, int, int], resize: bool = True) -> 
         return _from_array(array, shape, str(path), resize)
     if C not in (1, 3):
         raise PredictError(f"{path}: the model reads {C}-channel images; give them as .npy arrays [C, H, W]")
-    from PIL import Image, UnidentifiedImageError
-
-    from ..data.images import MAX_PIXELS
+    from ..data.images import ImageError, ImageTooLarge, decode
 
     try:
-        with Image.open(path) as image:
-            if image.width * image.height > MAX_PIXELS:
-                raise PredictError(f"{path}: {image.width}x{image.height} pixels is too large (at most {MAX_PIXELS})")
-            array = np.asarray(image.convert("RGB" if C == 3 else "L"), dtype=np.uint8)
-    except PredictError:
-        raise
-    except (OSError, UnidentifiedImageError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+        array = decode(path, C)
+    except ImageTooLarge as err:
+        raise PredictError(f"{path}: too large to decode ({short(str(err), 120)[1:-1]})") from None
+    except (ImageError, OSError) as err:
         raise PredictError(f"{path}: not a readable image ({short(str(err), 120)[1:-1]})") from None
-    return _from_array(array if array.ndim == 2 else array.transpose(2, 0, 1), shape, str(path), resize)
+    return _from_array(array, shape, str(path), resize)
 
 
 def _dataset_items(folder: Path, split: str, spec: str | None, shape: tuple[int, int, int], resize: bool) -> list[Item]:
