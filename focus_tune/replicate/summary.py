@@ -253,6 +253,8 @@ def summarize(runs: list[dict]) -> dict:
                 d = paired_differences(r["finals"].get(a, []), r["finals"].get(b, []), col.key)
                 if d.size:
                     per_run.append(float(d.mean()))
+            if not per_run and (a, b) in POST_HOC_PAIRS:
+                continue  # a metric the post-hoc row does not have (none +conformal: the intervals only)
             x = np.array(per_run)
             mean, lo, hi, p = t_interval(x)
             raw[f"{a} - {b}/{col.key}"] = {"mean": mean, "low": lo, "high": hi, "p": p, "runs": int(x.size),
