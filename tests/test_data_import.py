@@ -104,25 +104,75 @@ def test_png_csv_round_trip_with_censored_items(tmp_path, capsys):
     assert "censored_items 3" in text and "sampling freq" not in text
 
 
-def test_classes_order_condition_and_padding_with_another_absorbing_class(tmp_path):
-    rows = [("a b", None), ("a LOST", None), ("b a END", None), ("a", None), ("b LOST LOST", None)]
+def test_classes_order_condition_and_lost_items_censored_at_their_lost_entry(tmp_path):
+    """LOST is not absorbing: a sequence ending in LOST is censored there (the documented way)."""
+    rows = [("a b", None), ("a LOST", None), ("b a END", None), ("a", None), ("b LOST", None)]
     src = _table_folder(tmp_path, rows)
     out = tmp_path / "mine"
     assert main(["import-table", str(src / "items.csv"), "--out", str(out), "--event", "END",
-                 "--absorbing", "END", "LOST", "--classes", "a", "b", "LOST", "END", "--condition", "b",
+                 "--absorbing", "END", "--classes", "a", "b", "LOST", "END", "--condition", "b",
                  "--length", "4"]) == 0
     ds = load_dataset(out)
     m = ds.manifest
     assert m.class_names == ["a", "b", "LOST", "END"] and m.event_class == 3 and m.condition_class == 1
-    assert m.absorbing == [2, 3] and m.length == 4
+    assert m.absorbing == [3] and m.length == 4
     rows_back = {}
     for split in ("train", "val", "test"):
         s = ds.split(split)
         for row, i in _by_value(s).items():
-            rows_back[row] = (s.sequences[i].tolist(), int(s.observed_length[i]), int(s.time_to_event[i]))
-    assert rows_back[1] == ([0, 2, 2, 2], 4, 4)  # LOST pads, the event never comes: T = L
-    assert rows_back[2] == ([1, 0, 3, 3], 4, 3)
-    assert rows_back[0][1:] == (2, 2) and rows_back[3][1:] == (1, 1)
+            rows_back[row] = (s.sequences[i].tolist(), int(s.observed_length[i]), int(s.time_to_event[i]),
+                              bool(s.censored[i]))
+    assert rows_back[1] == ([0, 2, 2, 2], 2, 2, True)  # censored at its LOST entry: T > 2
+    assert rows_back[2] == ([1, 0, 3, 3], 4, 3, False)
+    assert rows_back[0][1:] == (2, 2, True) and rows_back[3][1:] == (1, 1, True)
+
+
+def test_an_absorbing_class_other_than_the_event_is_refused(tmp_path, capsys):
+    src = _table_folder(tmp_path, [("a b", None), ("a LOST", None), ("b a END", None)])
+    line = _refused(capsys, tmp_path, ["import-table", str(src / "items.csv"), "--event", "END",
+                                       "--absorbing", "END", "LOST"],
+                    "--absorbing LOST: only the event (END) may be absorbing", "forced mode", "exact row",
+                    "censored there", "observed_length")
+    assert str(src) not in line or "row" not in line  # refused from the flags, before any image is read
+    _, chw, seqs = _arrays()
+    with pytest.raises(DataError, match="absorbing down: only the event"):
+        write_dataset(tmp_path / "w", images=chw, sequences=seqs, classes=["up", "down", "crash"], event="crash",
+                      absorbing=["crash", "down"])
+    assert not (tmp_path / "w").exists()
+    for k, absorbing in enumerate((None, ["crash"], [2])):
+        out = write_dataset(tmp_path / f"ok{k}", images=chw,
+                            sequences=seqs, classes=["up", "down", "crash"], event="crash", absorbing=absorbing)
+        assert read_manifest(out).absorbing_classes == [2]
+
+
+def test_the_condition_class_is_never_the_event(tmp_path, capsys):
+    src = _table_folder(tmp_path, [("a b", None), ("a END", None), ("b a END", None)])
+    _refused(capsys, tmp_path, ["import-table", str(src / "items.csv"), "--event", "END", "--condition", "END"],
+             "--condition END is the event")
+    _, chw, seqs = _arrays()
+    with pytest.raises(DataError, match="condition crash is the event"):
+        write_dataset(tmp_path / "w", images=chw, sequences=seqs, classes=["up", "down", "crash"], event="crash",
+                      condition=2)
+    seqs[:] = 2  # every item absorbed at entry 1: the default condition class would be the event
+    with pytest.raises(DataError, match="every item starts with the event"):
+        write_dataset(tmp_path / "w", images=chw, sequences=seqs, classes=["up", "down", "crash"], event="crash")
+    assert list(tmp_path.iterdir()) == [tmp_path / "src"]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("absorbing", [0, 2], "absorbing up: only the event (crash) may be absorbing"),
+    ("condition_class", 2, "condition_class 2 is the event class"),
+])
+def test_a_manifest_with_another_absorbing_class_or_the_event_as_condition_is_refused(tmp_path, field, value,
+                                                                                       message):
+    _, chw, seqs = _arrays()
+    out = write_dataset(tmp_path / "ds", images=chw, sequences=seqs, classes=["up", "down", "crash"], event="crash")
+    raw = json.loads((out / "manifest.json").read_text())
+    raw[field] = value
+    (out / "manifest.json").write_text(json.dumps(raw))
+    with pytest.raises(DataError) as err:
+        load_dataset(out)
+    assert message in str(err.value) and len(str(err.value).splitlines()) == 1
 
 
 def test_group_split_keeps_groups_together(tmp_path):

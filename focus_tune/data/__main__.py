@@ -95,10 +95,11 @@ def _own_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event", required=True, metavar="CLASS",
                         help="the class whose first occurrence is the time to event")
     parser.add_argument("--absorbing", nargs="+", metavar="CLASS",
-                        help="classes after which nothing changes (default: the event)")
+                        help="the class after which nothing changes: the event (the default) and no other; end a "
+                             "sequence at another final class's entry instead (censored there; docs/DATA.md)")
     parser.add_argument("--condition", metavar="CLASS",
-                        help="first-entry class of the conditional metrics (default: the most frequent "
-                             "first entry of train other than the event)")
+                        help="first-entry class of the conditional metrics, not the event (default: the most "
+                             "frequent first entry of train other than the event)")
     parser.add_argument("--name", help="the dataset's (and a search's) name (default: the --out folder's name)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the 70/20/10 split")
 

@@ -5,9 +5,11 @@
     python -m focus_tune.data import-arrays items.npz --out data/mine --event END
 
 A sequence holds the observed entries, -1 for the unobserved ones (only at the end: a
-right-censored suffix). After its first absorbing class (by default the event) nothing
-changes: the rest is padded with that class and counts as observed. A sequence that ends
-before L without an absorbing class is censored at its last entry (`observed_length`).
+right-censored suffix). After the event, the one absorbing class, nothing changes: the rest
+is padded with it and counts as observed. A sequence that ends before L without the event is
+censored at its last entry (`observed_length`); so is one that enters another final class
+(lost to follow-up...), ended at that entry: only the event may be declared absorbing
+(store.ONLY_EVENT_ABSORBING says why).
 
 Every check runs before anything is written; a failure raises DataError naming the file,
 the row and the entry, and leaves nothing at the destination.
@@ -25,7 +27,8 @@ import numpy as np
 
 from ..atomic import short
 from .profiles import GAMES
-from .store import SPLITS, STANDARD_COLUMNS, DataError, DatasetWriter, _check_replaceable, censored_items, sha256_file
+from .store import (CENSOR_INSTEAD, CONDITION_NOT_EVENT, ONLY_EVENT_ABSORBING, SPLITS, STANDARD_COLUMNS, DataError,
+                    DatasetWriter, _check_replaceable, censored_items, sha256_file)
 
 SPLIT_FRACTIONS = (0.7, 0.2, 0.1)
 MAX_NAME = 64  # the search's limit on a scenario's name (config_checks.game_name)
@@ -63,12 +66,12 @@ def write_dataset(
     be channels) or [N, H, W] (grayscale). sequences: int [N, L], class ids, -1 for an
     unobserved entry; a -1 may only be followed by -1. classes: the c class names (ids 0..c-1).
     event: the class (name or id) whose first occurrence is the time to event. absorbing: the
-    classes after which nothing changes (default: [event]); a sequence is padded with its
-    first absorbing class up to L, and one that ends before L without any is censored at its
-    last entry. splits: 'train' / 'val' / 'test' per item, or None for a seeded 70/20/10 split
+    classes after which nothing changes: None or [event] (another class is refused: end such
+    a sequence at that class's entry, censored there); a sequence is padded with the event up
+    to L, and one that ends before L without it is censored at its last entry. splits: 'train' / 'val' / 'test' per item, or None for a seeded 70/20/10 split
     of the items, or of ``groups`` (per-item keys: one group never spans two splits).
-    condition: the conditional metrics' first-entry class (default: the most frequent first
-    entry of train other than the event). extras: per-item 1-D numeric columns.
+    condition: the conditional metrics' first-entry class, never the event (default: the most
+    frequent first entry of train other than the event). extras: per-item 1-D numeric columns.
     exact_marginals: float [N, L, c], P(Y_i = a | x), when the true process is known. name: the
     dataset's (and a search's scenario) name, default the folder's name: [A-Za-z0-9][A-Za-z0-9_.-]*,
     not a built-in game's. source, details: what the manifest records of the data's origin;
@@ -88,7 +91,10 @@ def write_dataset(
     if not absorbing_ids:
         raise DataError("absorbing: give at least one class (the event by default)")
     absorbing_ids = sorted(set(absorbing_ids))
+    check_absorbing(absorbing_ids, event_id, classes, "absorbing")
     condition_id = None if condition is None else class_id(condition, classes, "condition")
+    if condition_id == event_id:
+        raise DataError(f"condition {classes[condition_id]} is the event; {CONDITION_NOT_EVENT}")
 
     images = as_chw(images, "images")
     n = len(images)
@@ -182,6 +188,15 @@ def _default_name(out: Path, name: str | None, flag: str) -> str:
     if name is not None:
         return check_name(name, flag)
     return check_name(out.resolve().name, "the output folder's name")
+
+
+def check_absorbing(absorbing: Sequence[int], event: int, classes: list[str], flag: str) -> None:
+    """Only the event may be absorbing (store.ONLY_EVENT_ABSORBING says why); DataError naming
+    the other classes and what to do instead."""
+    others = [classes[a] for a in sorted(set(absorbing)) if a != event]
+    if others:
+        raise DataError(f"{flag} {' '.join(others)}: only the event ({classes[event]}) may be absorbing, because "
+                        f"{ONLY_EVENT_ABSORBING}; {CENSOR_INSTEAD}")
 
 
 def check_length(length: int, what: str) -> None:
@@ -563,6 +578,9 @@ def import_table(
         for ref in refs:
             if ref is not None and ref not in index:
                 raise DataError(f"{flag} {ref}: not one of --classes ({', '.join(names[:20])})")
+    check_absorbing([index[a] for a in absorbing or [event]], index[event], names, "--absorbing")
+    if condition is not None and condition == event:
+        raise DataError(f"--condition {condition} is the event; {CONDITION_NOT_EVENT}")
 
     longest = max(len(t) for t in tokens)
     L = length or longest

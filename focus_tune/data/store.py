@@ -51,6 +51,16 @@ MAX_MANIFEST_BYTES = 16 << 20  # an Atari-HEAD manifest lists its trials: kiloby
 SPLIT_FILES = tuple(f"{s}.parquet" for s in SPLITS)
 
 
+# Why the event is the only absorbing class a dataset may declare (docs/DATA.md, "Sequences").
+ONLY_EVENT_ABSORBING = ("the metrics, the sampler's forced mode and the exact row "
+                        "take the event as the one class after which nothing changes, so an item absorbed in another "
+                        "class would be scored as if its time to event were known to exceed L")
+CENSOR_INSTEAD = ("record an item that enters another final class as censored there instead (end its sequence at "
+                  "that entry, without declaring the class absorbing: observed_length)")
+CONDITION_NOT_EVENT = ("the conditional metrics condition on a first entry that is not yet absorbed "
+                       "(give another condition class)")
+
+
 class DataError(ValueError):
     """A dataset folder or source file is missing, malformed or corrupted."""
 
@@ -104,7 +114,9 @@ class Manifest:
     a user's own data, whose scenario is its `name`); `profile`, `sampling_freq`,
     `generator_version` and `seed` mean something only for generated data and default to
     null / 1 / "" / 0. `absorbing` lists the classes after which nothing changes (the
-    sequence is padded with them); `censored` says whether the splits hold an
+    sequence is padded with them): null or [event_class], the event being the only absorbing
+    class a dataset may declare (ONLY_EVENT_ABSORBING says why; another is refused on load);
+    `censored` says whether the splits hold an
     `observed_length` column (right-censored items).
     """
 
@@ -246,6 +258,13 @@ def _check_manifest(m: Manifest, raw: dict[str, Any], where: str) -> None:
             problems.append(f"{name} {short(value)} is not a class id in [0, {m.num_classes})")
     if m.absorbing is not None and any(not 0 <= a < m.num_classes for a in m.absorbing):
         problems.append(f"absorbing {short(m.absorbing)} holds class ids outside [0, {m.num_classes})")
+    elif m.absorbing is not None and 0 <= m.event_class < m.num_classes and set(m.absorbing) != {m.event_class}:
+        others = [m.class_names[a] for a in sorted(set(m.absorbing)) if a != m.event_class]
+        problems.append(f"absorbing {', '.join(others)}: only the event ({m.class_names[m.event_class]}) may be "
+                        f"absorbing, because {ONLY_EVENT_ABSORBING}; re-import it with the event alone absorbing and "
+                        f"{CENSOR_INSTEAD}")
+    if m.condition_class == m.event_class and isinstance(m.event_class, int):
+        problems.append(f"condition_class {m.condition_class} is the event class; {CONDITION_NOT_EVENT}")
     if not isinstance(m.splits, dict) or set(m.splits) != set(SPLITS) or any(not isinstance(n, int) or n < 1 for n in m.splits.values()):
         problems.append(f"splits {short(m.splits)} must give a positive size for each of {SPLITS}")
     if not isinstance(m.files, dict) or set(m.files) != {f"{s}.parquet" for s in SPLITS}:
@@ -624,6 +643,16 @@ class DatasetWriter:
         empty = [s for s in SPLITS if self._counts[s] == 0]
         if empty:
             raise DataError(f"{self.out_dir}: split(s) {', '.join(empty)} received no rows")
+        condition = self._condition_class() if condition_class is None else int(condition_class)
+        if condition == self.event_class:
+            what = "the condition class" if condition_class is not None else \
+                "every item starts with the event, so the condition class (the most frequent first entry)"
+            raise DataError(f"{self.out_dir}: {what} is the event {self.class_names[condition]}; {CONDITION_NOT_EVENT}")
+        if absorbing is not None and set(absorbing) != {self.event_class}:
+            others = [self.class_names[a] for a in sorted(set(absorbing)) if a != self.event_class]
+            raise DataError(f"{self.out_dir}: absorbing {', '.join(others)}: only the event "
+                            f"({self.class_names[self.event_class]}) may be absorbing, because {ONLY_EVENT_ABSORBING}; "
+                            f"{CENSOR_INSTEAD}")
         for writer in self._writers.values():
             writer.close()
         self._writers.clear()
@@ -656,7 +685,7 @@ class DatasetWriter:
             generator_version=generator_version,
             seed=seed,
             event_class=self.event_class,
-            condition_class=self._condition_class() if condition_class is None else int(condition_class),
+            condition_class=condition,
             has_exact_marginals=self.has_exact_marginals,
             files=files,
             stats=stats,
@@ -669,12 +698,15 @@ class DatasetWriter:
         return self.out_dir
 
     def _condition_class(self) -> int:
-        """Most frequent first entry in train, the event class excluded: conditioning on an
-        already absorbed first entry would make every later entry certain."""
-        counts = self._first_counts["train"].copy()
-        if counts.sum() > counts[self.event_class]:
-            counts[self.event_class] = -1
-        return int(np.argmax(counts))
+        """Most frequent first entry in train (in every split, when each of train's starts with
+        the event), the event class excluded: conditioning on an already absorbed first entry
+        would make every later entry certain."""
+        for counts in (self._first_counts["train"], sum(self._first_counts.values())):
+            if counts.sum() > counts[self.event_class]:
+                counts = counts.copy()
+                counts[self.event_class] = -1
+                return int(np.argmax(counts))
+        return self.event_class  # every item starts with the event: refused by commit
 
     def abort(self) -> None:
         for writer in self._writers.values():
