@@ -329,7 +329,8 @@ def _check_train_consistency(ctx: Context, train: Mapping[str, Any], origin: Map
         raise ctx.error(
             origin["race_at"],
             f"racing {train['racing']!r} validates at epoch race_at = {train['race_at']}, which must be in "
-            f"1..{train['epochs'] - 1} (before the last of the {train['epochs']} epochs, {origin['epochs']})",
+            f"1..{train['epochs'] - 1} (before the last of the {train['epochs']} epochs, {origin['epochs']}); "
+            f"set race_at below epochs too, or racing off",
         )
 
 
@@ -351,13 +352,17 @@ SETTABLE = ("final_seeds", "train", "grid")  # what --set changes; the game and 
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` as (key, value), the value read by the search-space files' own YAML loader
-    (``5``, ``1e-5``, ``[0.01, 0.1]``, ``null``, ``decay``); a ConfigError otherwise."""
+    """``KEY=VALUE`` as (key, value), the value read by the search-space files' own YAML loader,
+    YAML 1.2's core schema (``5``, ``1e-5``, ``[0.01, 0.1]``, ``null``, ``decay``, ``off``: a
+    string); a ConfigError otherwise, also for an empty value (write ``null``) and a number in
+    another notation than decimal (``0x10``, ``0o17``, ``1_0``)."""
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ConfigError(f"--set {short(text)}: expected KEY=VALUE, e.g. train.epochs=5 or grid.lambdas=[0.01,0.1]")
-    return key, parse_yaml(value, f"--set {key}")
+    if not value.strip():
+        raise ConfigError(f"--set {key}: empty value; give one, or null for none (e.g. {key}=null)")
+    return key, parse_yaml(value, f"--set {key}", marks="\n" in value.strip())
 
 
 def apply_overrides(cfg: SearchConfig, overrides: Sequence[tuple[str, Any]]) -> SearchConfig:

@@ -55,10 +55,20 @@ stops the search with the file, the dotted key and what is allowed. A dataset of
   search space as YAML, with every key below, and exits. The printed file is a search space:
   edit it and pass it with `--space FILE --profile quick`.
 - `--set KEY=VALUE` changes one key of the resolved search space for one command, e.g.
-  `--set train.epochs=5 --set grid.lambdas=[0.01,0.1] --set final_seeds=2`. Repeat it for more
+  `--set train.epochs=12 --set grid.lambdas=[0.01,0.1] --set final_seeds=2`. Repeat it for more
   keys. The value is read as YAML (`1e-5`, `null`, `[1, 11]`, `decay`) and checked by the same
   checks as the file, over the chosen profile; an unknown key or a bad value is one line naming
   the key and what is allowed, exit status 2. `--print-config` shows the overrides applied.
+- Values, in the files and in `--set`, are read by YAML 1.2's core schema: `off`, `on`, `yes` and
+  `no` are strings (`--set train.racing=off`, `racing: off`), only `true` and `false` are
+  booleans, `1e-5` is a number, `010` is ten. A number in another notation (`0x10`, `0o17`,
+  `0b11`, `1_0`, `1:30`) is refused, naming the key, rather than read one way here and another
+  elsewhere; quote it if it is a string. An empty `--set` value (`train.val_items=`) is refused
+  too: write `null`.
+- Every search writes its resolved search space, `--set` applied, as `config.yaml` in its run
+  folder (beside `search_state.json`), the file `--print-config` prints: `--space
+  runs/<run>/config.yaml` with the same `--profile`, `--game` (or `--data`) and `--seed` runs
+  the same search again, and gives the same `results.csv`.
   They are recorded in the search state (a `--resume` with other overrides is refused, naming
   the one that differs), as the MLflow parent run's params `set.<KEY>` and at the top of the
   report's results.md. `--final-seeds N` is the same as `--set final_seeds=N` (give one).

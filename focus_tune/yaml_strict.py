@@ -1,5 +1,7 @@
-"""Strict YAML for search-space files: no duplicate keys, ``1e-5`` read as a number, and
-limits on size, nesting and alias expansion, so a hostile or broken file is a one-line
+"""Strict YAML for search-space files and ``--set`` values: YAML 1.2's core schema (``off``,
+``yes`` and ``no`` are strings, only true/false are booleans, ``1e-5`` is a number), numbers
+only in plain decimal (``0x10``, ``0o17``, ``1_0`` refused, not read as 16, 15 and 10), no
+duplicate keys, and limits on size, nesting and alias expansion, so a hostile or broken file is a one-line
 :class:`~focus_tune.config.ConfigError` (with file, line and column), never a traceback,
 a RecursionError or gigabytes of memory.
 """
@@ -34,10 +36,15 @@ def read_yaml(path: Path, file: str) -> Any:
     return parse_yaml(text, file)
 
 
-def parse_yaml(text: str, file: str) -> Any:
-    """YAML text parsed by the strict loader; errors name ``file`` and, where known, line:column."""
+def parse_yaml(text: str, file: str, marks: bool = True) -> Any:
+    """YAML text parsed by the strict loader; errors name ``file`` and, where known (and
+    ``marks``), line:column."""
     try:
         return yaml.load(text, Loader=_StrictLoader)
+    except NotDecimal as e:
+        mark = e.problem_mark
+        raise ConfigError(f"{file}:{mark.line + 1}:{mark.column + 1}: {e.problem}" if marks and mark
+                          else f"{file}: {e.problem}") from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
@@ -49,11 +56,21 @@ def parse_yaml(text: str, file: str) -> Any:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys and reads ``1e-5`` as a float.
+    """SafeLoader with YAML 1.2's core schema instead of PyYAML's YAML 1.1 one, rejecting
+    duplicate keys and the numbers that YAML 1.1 and 1.2 read differently.
 
-    PyYAML follows YAML 1.1, where ``1e-5`` (no dot) is a *string*; YAML 1.2 and every
-    other tool read it as a number, and so do we.
+    PyYAML follows YAML 1.1, where ``off``/``on``/``yes``/``no`` are booleans, ``1e-5`` (no
+    dot) a string, ``010`` octal 8, ``1_0`` ten and ``2024-01-01`` a date; YAML 1.2 and
+    every other tool read ``off`` as a string and ``1e-5`` as a number, and so do we. A
+    hexadecimal, octal, binary or underscored number is refused (:class:`NotDecimal`):
+    one tool would read it as a number, another as a string.
     """
+
+    yaml_implicit_resolvers: dict = {}  # filled below with the core schema's only
+
+
+class NotDecimal(yaml.constructor.ConstructorError):
+    """A plain scalar that is a number in some YAML and a string in another (``0x10``)."""
 
 
 def _compose_node(self, parent, index):
@@ -92,18 +109,46 @@ def _weight(node: yaml.Node) -> int:
 _StrictLoader.compose_node = _compose_node
 
 
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.X,
-    ),
-    list("-+0123456789."),
-)
+# YAML 1.2.2, 10.3.2 (the core schema), integers in decimal only.
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT = re.compile(r"^[-+]?[0-9]+$")
+_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+# Numbers in another notation: YAML 1.2 (0x, 0o) or 1.1 (0b, underscores, 1:30) reads them as numbers.
+_NOT_DECIMAL = re.compile(r"^[-+]?(?:0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+"
+                          r"|[0-9][0-9_]*_[0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?"
+                          r"|[0-9_]*\.[0-9_]*_[0-9_]*(?:[eE][-+]?[0-9]+)?"
+                          r"|[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?)$")
+_NOT_DECIMAL_TAG = "tag:focus-tune,2025:not-decimal"
+
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL, ["~", "n", "N", ""])
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
+_StrictLoader.add_implicit_resolver(_NOT_DECIMAL_TAG, _NOT_DECIMAL, list("-+0123456789"))
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+
+
+def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
+    return int(loader.construct_scalar(node))  # decimal: 010 is ten, as in YAML 1.2
+
+
+def _construct_float(loader: _StrictLoader, node: yaml.ScalarNode) -> float:
+    text = loader.construct_scalar(node).lower()
+    if text.endswith(("inf", "nan")):
+        return float(text.replace(".", ""))
+    return float(text)
+
+
+def _refuse_not_decimal(loader: _StrictLoader, node: yaml.ScalarNode):
+    text = node.value
+    raise NotDecimal(None, None, f"{text[:40]!r}: a number in another notation; write numbers in plain decimal "
+                                 "(such as 10, 0.5 or 1e-5), or quote a string", node.start_mark)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_StrictLoader.add_constructor(_NOT_DECIMAL_TAG, _refuse_not_decimal)
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):

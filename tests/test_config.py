@@ -1,6 +1,7 @@
 """Search-space files: the paper's values, profiles, round trips and every validation error."""
 
 import copy
+import dataclasses
 import math
 from pathlib import Path
 
@@ -387,3 +388,57 @@ def test_no_override_leaves_the_config_and_its_printout_as_they_were():
     assert override_text("grid.lambdas", [0.01, 0.1]) == "grid.lambdas=[0.01, 0.1]"
     assert [parse_override(override_text(k, v)) for k, v in [("train.lr", 1e-05), ("train.val_items", None)]] == [
         ("train.lr", 1e-05), ("train.val_items", None)]
+
+
+# -- YAML 1.2's core schema, in the files and in --set -------------------------------------
+@pytest.mark.parametrize("text, value", [
+    ("train.racing=off", "off"), ("train.encoder=small", "small"), ("train.val_items=null", None),
+    ("train.val_items=010", 10), ("train.lr=1e-5", 1e-5), ("grid.lambdas=[0.01, 0.1]", [0.01, 0.1]),
+])
+def test_set_values_are_read_by_yaml_1_2s_core_schema(text, value):
+    assert parse_override(text)[1] == value
+    assert [parse_override(t)[1] for t in ("k=on", "k=yes", "k=no", "k=true", "k=False")] == [
+        "on", "yes", "no", True, False]
+
+
+def test_racing_off_is_a_string_in_set_and_in_a_printed_file(tmp_path):
+    cfg = apply_overrides(load_search_config(space_path("hero"), "quick"), [parse_override("train.racing=off")])
+    assert cfg.train.racing == "off"
+    printed = dump_search_config(cfg).replace("racing: 'off'", "racing: off")  # as a user would type it
+    assert "racing: off\n" in printed
+    path = tmp_path / "edited.yaml"
+    path.write_text(printed)
+    assert load_search_config(path, "quick") == dataclasses.replace(cfg, source=path)
+
+
+@pytest.mark.parametrize("text", ["train.epochs=0x10", "train.epochs=0o17", "train.epochs=1_0", "train.lr=1.0_1e-3",
+                                  "train.epochs=0b11", "train.epochs=1:30", "grid.k2=[1, 0x10]"])
+def test_a_number_in_another_notation_is_refused_naming_the_key(text):
+    key = text.partition("=")[0]
+    with pytest.raises(ConfigError) as err:
+        parse_override(text)
+    message = str(err.value)
+    assert message.startswith(f"--set {key}: ") and "plain decimal" in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("text", ["train.val_items=", "train.val_items=  "])
+def test_an_empty_set_value_is_refused_not_read_as_null(text):
+    with pytest.raises(ConfigError, match=r"^--set train.val_items: empty value; give one, or null for none"):
+        parse_override(text)
+
+
+def test_a_file_with_a_hex_number_names_its_line(tmp_path):
+    space = base_space()
+    path = write(tmp_path, space)
+    path.write_text(path.read_text().replace("k1: 3", "k1: 0x3", 1))
+    with pytest.raises(ConfigError, match=r"space.yaml:\d+:\d+: '0x3': a number in another notation"):
+        load_search_config(path, "quick")
+
+
+def test_a_race_epoch_left_behind_by_set_epochs_says_what_to_set():
+    with pytest.raises(ConfigError) as err:
+        apply_overrides(load_search_config(space_path("hero"), "quick"), [parse_override("train.epochs=5")])
+    assert "set race_at below epochs too, or racing off" in str(err.value)
+    for game in ("hero", "roadrunner", "seaquest", "facemed"):  # the docs' example works on every quick job
+        assert apply_overrides(load_search_config(space_path(game), "quick"),
+                               [parse_override("train.epochs=12")]).train.epochs == 12

@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="retries of a crashed trial from its checkpoint")
     p.add_argument("--dry-run", action="store_true", help="print the trial plan and its cost, run nothing")
     p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
-                   help="override one key of the resolved search space, e.g. train.epochs=5, grid.lambdas=[0.01,0.1], "
+                   help="override one key of the resolved search space, e.g. train.epochs=12, grid.lambdas=[0.01,0.1], "
                         "final_seeds=2 (the value read as YAML; repeatable; checked as the file is; docs/CONFIG.md "
                         "lists the keys); recorded in the search state, the MLflow parent run (set.KEY) and the report")
     p.add_argument("--print-config", action="store_true",

@@ -25,7 +25,7 @@ from .checks import check_game, load_config, load_splits
 from .cli import SearchOptions, parse_options
 from .lock import SearchLock
 from .storage import (STATE_FILE, SearchError, SearchState, check_resumable, check_storage, fingerprint,
-                      remove_if_empty, run_dir, tune_storage)
+                      remove_if_empty, run_dir, tune_storage, write_config)
 
 
 def main(argv: list[str] | None = None, trainable=None) -> int:
@@ -161,6 +161,7 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
           f"{ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
     progress = None
     try:
+        write_config(folder, cfg, opts.overrides)  # config.yaml: what --space takes back
         if new_parent:
             tracker.log_search(params={"game": opts.game, "profile": opts.profile, "seed": opts.seed,
                                        "joint_search": opts.joint_search, "joint_budget": opts.joint_budget,

@@ -10,12 +10,24 @@ import json
 import os
 from pathlib import Path
 
-from ..atomic import short
-from ..config import override_text
+from ..atomic import short, write_atomic
+from ..config import dump_search_config, override_text
 from ..state import EXPERIMENT_KEY, OVERRIDES_KEY, STATE_FILE, SearchError, SearchState, read_state
 
-__all__ = ["STATE_FILE", "SearchError", "SearchState", "check_resumable", "check_storage", "checkpoint_uri",
-           "fingerprint", "is_uri", "read_state", "remove_if_empty", "run_dir", "tune_storage"]
+__all__ = ["CONFIG_FILE", "STATE_FILE", "SearchError", "SearchState", "check_resumable", "check_storage",
+           "checkpoint_uri", "fingerprint", "is_uri", "read_state", "remove_if_empty", "run_dir", "tune_storage",
+           "write_config"]
+
+CONFIG_FILE = "config.yaml"  # the run's resolved search space, as --print-config prints it
+
+
+def write_config(folder: Path, cfg, overrides=()) -> Path:
+    """``<run folder>/config.yaml``: the resolved search space of the run (``--set`` applied),
+    the file ``--print-config`` prints; ``--space`` takes it back (with the same ``--profile``,
+    and ``--game`` or ``--data``) and gives the same configuration, so the same search."""
+    path = Path(folder) / CONFIG_FILE
+    write_atomic(path, dump_search_config(cfg, overrides))
+    return path
 
 def is_uri(storage: str) -> bool:
     return "://" in storage
