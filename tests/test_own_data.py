@@ -133,3 +133,29 @@ def test_image_blind_completion_draws_as_one_donor_search_per_sequence_would():
         pool = same if len(same) else donors
         ref[k, cut:] = ref[draws.choice(pool), cut:] if len(pool) else ref[k, cut - 1]
     assert np.array_equal(completed_sequences(seqs, n_obs, seed=0), ref)
+
+
+def test_a_dataset_too_small_to_tell_a_family_from_image_blind_is_refused_unless_allow_small(tmp_path):
+    from focus_tune.search.cli import MIN_SPLIT_ITEMS, check_split_sizes, parse_options
+    from focus_tune.search.storage import SearchError
+
+    small = _dataset(tmp_path)  # 60 items: 6 test, 12 validation
+    options = parse_options(["--data", str(small)])
+    with pytest.raises(SearchError) as err:
+        check_split_sizes(options)
+    line = str(err.value)
+    assert len(line.splitlines()) == 1 and "too small to search (test 6, validation 12 items)" in line
+    assert f"at least {MIN_SPLIT_ITEMS} items in each" in line and "--allow-small" in line
+    for flags in (["--allow-small"], ["--profile", "smoke"], ["--dry-run"], ["--print-config"]):
+        check_split_sizes(parse_options(["--data", str(small), *flags]))  # not refused
+    rng = np.random.default_rng(1)
+    n = MIN_SPLIT_ITEMS * 10
+    splits = np.array(["train"] * (n - 2 * MIN_SPLIT_ITEMS) + ["val", "test"] * MIN_SPLIT_ITEMS)
+    big = write_dataset(tmp_path / "big", images=rng.integers(0, 255, (n, 1, 2, 2), dtype=np.uint8),
+                        sequences=rng.integers(0, 2, (n, 3)), classes=["a", "b", "end"], event="end", splits=splits)
+    check_split_sizes(parse_options(["--data", str(big)]))  # exactly the floor in test and val: searched
+    splits[-1] = "train"
+    short = write_dataset(tmp_path / "short", images=rng.integers(0, 255, (n, 1, 2, 2), dtype=np.uint8),
+                           sequences=rng.integers(0, 2, (n, 3)), classes=["a", "b", "end"], event="end", splits=splits)
+    with pytest.raises(SearchError, match=f"test {MIN_SPLIT_ITEMS - 1} items"):
+        check_split_sizes(parse_options(["--data", str(short)]))

@@ -16,6 +16,14 @@ from ..names import JOINT_SEARCHES, PROFILES
 from .storage import SearchError
 
 
+# The fewest test (and validation) items a search of one's own data reads without --allow-small:
+# below it the test ECE's standard error (about 0.12 / sqrt(n) on the worked example's chain:
+# SD <= 0.0092 from n = 172-177 fitted, 180 on the measured grid) exceeds the smallest gap
+# between a family and image-blind seen there (0.0092). Measured by
+# benchmarks/bench_small_data.py; docs/DATA.md, "How small".
+MIN_SPLIT_ITEMS = 180
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """What the user asked for, checked; the defaults are the parser's (:func:`build_parser`)."""
@@ -50,6 +58,7 @@ class SearchOptions:
     name: str | None = None  # the run folder's and the MLflow parent run's name
     experiment: str | None = None  # the MLflow experiment
     tensorboard: bool = False  # Ray Tune's TensorBoard event files in each trial's folder
+    allow_small: bool = False  # search a dataset of one's own whose test or val split is below MIN_SPLIT_ITEMS
 
     @property
     def builtin(self) -> bool:
@@ -156,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensorboard", action="store_true",
                    help="also write Ray Tune's TensorBoard event files into each trial's folder "
                         "(tensorboard --logdir <run folder>/search); Tune's JSON logs are always written")
+    p.add_argument("--allow-small", action="store_true",
+                   help=f"search a dataset of your own whose test or validation split holds fewer than "
+                        f"{MIN_SPLIT_ITEMS} items (refused otherwise: its ECE could not tell a family from "
+                        "image-blind; docs/DATA.md, 'How small')")
     p.add_argument("--version", action="version", version=version_text())
     p.add_argument("--cluster-gpus", type=positive_int,
                    help="with --dry-run: estimate wall time and GPU-hours on this many GPUs")
@@ -240,3 +253,26 @@ def check_flags(args: SearchOptions) -> None:
         check_data_folder(args.data)
     if not args.builtin and args.data is None:
         raise SearchError(f"scenario {args.game!r} is not built in: pass its dataset with --data")
+
+
+def check_split_sizes(args: SearchOptions) -> None:
+    """A dataset of one's own whose test or validation split is below MIN_SPLIT_ITEMS is refused
+    (a SearchError, one line: how many items it needs) unless --allow-small; built-in scenarios,
+    the smoke profile (seconds, for tests: its numbers are not read), --dry-run and
+    --print-config are not checked. A check of the data, not of the flags: the search calls it
+    before it starts (``check_flags`` checks only what the flags say)."""
+    if args.allow_small or args.builtin or args.data is None or args.profile == "smoke" or args.dry_run \
+            or args.print_config:
+        return
+    from ..data import read_manifest
+
+    splits = read_manifest(args.data).splits
+    small = {s: splits[s] for s in ("test", "val") if splits.get(s, 0) < MIN_SPLIT_ITEMS}
+    if small:
+        held = ", ".join(f"{'validation' if s == 'val' else s} {n}" for s, n in small.items())
+        total = MIN_SPLIT_ITEMS * 10  # the test split is 10 % of the items by default
+        raise SearchError(f"--data {args.data}: too small to search ({held} items): below {MIN_SPLIT_ITEMS} items "
+                          "in the test and validation splits one standard error of the test ECE exceeds the gap "
+                          f"between a family and image-blind, so the search could not tell them apart; it needs "
+                          f"at least {MIN_SPLIT_ITEMS} items in each (about {total} items at the default 70/20/10 "
+                          "split), or --allow-small to search it anyway (docs/DATA.md, 'How small')")
