@@ -95,14 +95,34 @@ Each Ray Tune experiment of a search (`<run folder>/search`; a resumed driver's 
 so Tune's own tools read it:
 
 ```python
+import json
+from pathlib import Path
+
 from ray.tune import ExperimentAnalysis
-analysis = ExperimentAnalysis("/abs/path/runs/hero-quick-seed0/search")  # an absolute path or a URI
+
+# Tune takes a local folder by its absolute path (a relative one fails: "URI has empty scheme")
+analysis = ExperimentAnalysis(str(Path("runs/hero-quick-seed0/search").resolve()))
 df = analysis.dataframe()  # a row per trial: its last result, and config/trial/* columns
-best = analysis.get_best_trial(metric="val/ece", mode="min")
+# what the search chose: the finals (role "final") retrain each family's chosen schedule
+finals = df[df["config/trial/role"] == "final"]
+chosen = finals[finals["config/trial/family"] == "time-dependent"]
+print(chosen["config/trial/schedule"].iloc[0], chosen["test/marginal/ece"].mean())
+# each stage's choice, known once the stage decided: report/search.json (a joint winner may be
+# a candidate trained before, as a stage's: trained_as names the trial)
+stages = json.loads(Path("runs/hero-quick-seed0/report/search.json").read_text())["stages"]
+won = {c["trained_as"] for s in stages for c in s["candidates"] if c["trial_id"] == s["winner"]}
+df["chosen"] = df["config/trial/trial_id"].isin(won)
+# get_best_trial ranks every trial, finals included: not the search's choice (often a final of none)
+best = analysis.get_best_trial(metric="val/ece", mode="min", filter_nan_and_inf=True)
 ```
 
-`config/trial/...` (trial id, stage, family, schedule, lambdas, seed, `evaluates`) is a plain
-copy of what the trial ran; `config/job` is the job itself (in `params.json`, its repr). A final
+`config/trial/...` (trial id, stage, family, `role`, schedule, lambdas, seed, `evaluates`) is a
+plain copy of what the trial ran: `role` is `candidate` for a stage's trial (stage `stage1`..,
+`joint`, `constant`, `none`) and `final` for a retraining of a family's chosen schedule (stage
+`final`). A stage does not always choose its lowest `val/ece` (the tie rule, `train.tie_se`),
+so the choice is read from the finals or from `report/search.json`, not from `get_best_trial`,
+which ranks the stage candidates and the finals together and mostly returns a final of `none`.
+`config/job` is the job itself (in `params.json`, its repr). A final
 that only evaluates a search trial's model reports test metrics and no `val/ece`; a pack's
 (`--pack K`) members report in its `members` column (JSON text). `--tensorboard` adds Tune's
 TensorBoard event files (`tensorboard --logdir <run folder>/search`). Tune copies these logs into

@@ -137,12 +137,16 @@ def pack_result(members: dict[str, dict], **shared) -> dict:
 def job_summary(job: "TrialJob | PackJob") -> dict:
     """What a trial runs as flat, JSON-plain values: for Ray Tune's own logs (each trial's
     params.json; ``ExperimentAnalysis(...).dataframe()``'s ``config/trial/...`` columns), where
-    the job itself is an object. The driver and the trainable read the job, never this."""
+    the job itself is an object. The driver and the trainable read the job, never this.
+    ``role``: ``candidate`` (a stage's: stage1..stageK, joint, constant, none) or ``final`` (a
+    family's chosen schedule, retrained on a seed or, with ``evaluates``, the search trial that
+    trained it evaluated on the test set); which candidate a stage chose is known only after it
+    decides: report/search.json's ``stages[].winner``."""
     if isinstance(job, PackJob):
         return {"trial_id": job.trial_id, "members": [member.trial_id for member in job.jobs]}
     spec = job.spec
-    return {"trial_id": spec.trial_id, "stage": spec.stage, "family": spec.family, **spec.params,
-            "evaluates": spec.source_trial}
+    return {"trial_id": spec.trial_id, "stage": spec.stage, "family": spec.family,
+            "role": "final" if spec.stage == "final" else "candidate", **spec.params, "evaluates": spec.source_trial}
 
 
 def job_of(trial) -> "TrialJob | PackJob":
