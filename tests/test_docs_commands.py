@@ -160,6 +160,8 @@ def commands_of(block: Block) -> list[Command]:
             else:
                 prompted = None
             continue
+        if line.startswith("use it: "):  # a search's last line: the command, then why in parentheses
+            line = re.sub(r"\s{2}\(.*\)$", "", line)
         tokens = shlex.split(line[m.end():], comments=True)
         stdout_to = None
         for i, tok in enumerate(tokens):
@@ -463,7 +465,7 @@ def test_predict_and_replicate_commands_run_on_the_smoke_search(page, tmp_path, 
                        if line.strip().startswith("figure: ")]
             if code != 0:
                 problems.append(f"{c}\n    exit {code}: {err.strip()[-600:]}")
-            elif f"model: {smoke_model['uri']} (time-dependent" not in out:
+            elif f"model: {smoke_model['uri']} ({smoke_model['uri'].rsplit('/model-', 1)[1]}" not in out:
                 problems.append(f"{c}\n    no summary of the model: {out[:400]}")
             elif "--figures" in argv and not (figures and all(f.is_file() for f in figures)):
                 problems.append(f"{c}\n    --figures: no figure written ({figures})")
