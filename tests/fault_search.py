@@ -123,6 +123,6 @@ if __name__ == "__main__":
     if gated and not GATE:
         sys.exit(f"error: FOCUS_TUNE_TEST_FAULTS holds gates ({', '.join(gated)}) but FOCUS_TUNE_TEST_GATE "
                  "names no folder for them")
-    from focus_tune.search.driver import main
+    from focus_tune.search.api import main
 
     sys.exit(main(sys.argv[1:], trainable=faulty_trial))

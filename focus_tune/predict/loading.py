@@ -91,6 +91,8 @@ def load(source: str, family: str = "time-dependent", tracking_uri: str | None =
         if not path.exists():
             raise PredictError(f"--model {source}: no such folder, and not an MLflow URI "
                                "(runs:/<run id>/model-time-dependent, models:/<model id>)")
+        if (path / CHECKPOINT_FILE).is_file():
+            return _from_checkpoint(path, source, data)
         folder, recorded = _model_folder(path, family)
     try:
         meta = json.loads((folder / MODEL_JSON).read_text())
@@ -103,6 +105,53 @@ def load(source: str, family: str = "time-dependent", tracking_uri: str | None =
                   class_names=info["class_names"], length=info["length"], image_shape=info["image_shape"],
                   event=int(meta["data"]["event"]), absorbing=str(train.get("absorbing", "model")),
                   alpha=float(train.get("alpha", 0.9)))
+
+
+CHECKPOINT_FILE = "checkpoint.pt"  # a Ray Tune trial checkpoint's file (focus_tune.trainable)
+
+
+def _from_checkpoint(path: Path, source: str, data: Sequence[Path]) -> Loaded:
+    """A Ray Tune trial checkpoint, ``<run folder>/search/<trial id>/checkpoint_000001`` (a pack
+    member's: ``.../checkpoint_000001/<trial id>``): its weights, rebuilt by the trial's job
+    (Tune's ``params.pkl`` beside it), the class names and sizes from the run's final models or
+    its dataset."""
+    import pickle
+
+    import torch
+
+    from ..job import PackJob
+    from ..model_io import build_model
+    from ..state import SearchError, read_state
+
+    trial_dir, member = path.parent, None
+    if not (trial_dir / "params.pkl").is_file() and (trial_dir.parent / "params.pkl").is_file():
+        trial_dir, member = trial_dir.parent, path.name  # a pack member's folder
+    try:
+        with open(trial_dir / "params.pkl", "rb") as handle:
+            job = pickle.load(handle)["job"]  # Tune's own record of the trial's config (the search wrote it)
+        if isinstance(job, PackJob):
+            job = next(j for j in job.jobs if j.trial_id == member)
+        state = torch.load(path / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
+        model = build_model(job.train, job.data)
+        model.load_state_dict(state["model"])
+    except (OSError, KeyError, StopIteration, pickle.UnpicklingError, RuntimeError, AttributeError) as err:
+        raise PredictError(f"--model {source}: not a usable trial checkpoint of a search "
+                           f"({type(err).__name__}: {short(str(err), 160)[1:-1]})") from None
+    run_folder = trial_dir.parent.parent  # <run folder>/search/<trial id>
+    meta = {"data": {"num_classes": job.data.num_classes, "in_channels": job.data.in_channels}}
+    for final in sorted((run_folder / "models").glob(f"*/{MODEL_JSON}")):  # the run's own record, if finished
+        known = json.loads(final.read_text())
+        if all(k in known for k in ("class_names", "length", "image_shape")):
+            meta |= {k: known[k] for k in ("class_names", "length", "image_shape")}
+            break
+    try:
+        recorded = read_state(run_folder)
+    except SearchError:
+        recorded = None
+    info = _metadata(meta, [*data, recorded.fingerprint.get("data") if recorded else None], source)
+    return Loaded(model=model.eval(), source=source, family=job.spec.family, trial_id=job.trial_id,
+                  class_names=info["class_names"], length=info["length"], image_shape=info["image_shape"],
+                  event=int(job.data.event), absorbing=job.train.absorbing, alpha=float(job.train.alpha))
 
 
 def _metadata(meta: dict, datasets: Sequence[Any], source: str) -> dict:

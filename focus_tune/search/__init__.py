@@ -8,13 +8,14 @@ as soon as the plan allows; every trial is tracked in MLflow from this driver
 (``callbacks``), and the search state (``storage``) is saved after every trial so that
 ``--resume`` finishes an interrupted search without retraining what was done.
 
-Modules: ``cli`` (flags), ``driver`` (the run), ``searcher``, ``callbacks``, ``storage``,
-``ray_runtime`` (starting Ray, slots, Ctrl-C), ``outputs`` (report, models, efficiency),
-``dry_run``.
+Modules: ``api`` (``run_search``, ``load_model``, the CLI's ``main``), ``cli`` (flags), ``driver``
+(the run), ``searcher``, ``callbacks``, ``storage``, ``ray_runtime`` (starting Ray, slots,
+Ctrl-C), ``outputs`` (report, models, efficiency), ``dry_run``.
 """
 
+from .api import SearchResult, load_model, main, read_search, run_search
 from .cli import build_parser
-from .driver import main
 from .storage import STATE_FILE, SearchError, SearchState
 
-__all__ = ["STATE_FILE", "SearchError", "SearchState", "build_parser", "main"]
+__all__ = ["STATE_FILE", "SearchError", "SearchResult", "SearchState", "build_parser", "load_model", "main",
+           "read_search", "run_search"]

@@ -1,5 +1,5 @@
 import sys
 
-from .driver import main
+from .api import main
 
 sys.exit(main())

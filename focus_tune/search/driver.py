@@ -1,4 +1,5 @@
-"""The driver: validate, start Ray and MLflow, run the search as one Tune experiment, report."""
+"""The driver: validate, start Ray and MLflow, run the search as one Tune experiment, report
+(:func:`run`; the CLI and the Python API on top of it are :mod:`.api`)."""
 
 from __future__ import annotations
 
@@ -10,33 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import disk_full, fsync_path, short
-from ..cli import error_exit
-from ..config import ConfigError, SearchConfig
-from ..data import DataError, ensure_dataset, load_dataset
-from ..interrupt import EXIT_INTERRUPTED, INTERRUPT, Interrupted
+from ..config import SearchConfig
+from ..data import ensure_dataset, load_dataset
+from ..interrupt import INTERRUPT, Interrupted
 from ..job import CONFIG_KEY, DataInfo, Splits, TrialJob
 from ..names import SELECT_NAMES
-from ..plan import SearchPlan, StageFailed, TrialSpec
+from ..plan import SearchPlan, TrialSpec
 from ..progress import Progress, fmt_s
 from ..rates import resolve_pack
 from ..state import DiskFull
 from . import ray_runtime
 from .checks import check_game, load_config, load_splits
-from .cli import SearchOptions, parse_options
+from .cli import SearchOptions
 from .lock import SearchLock
 from .storage import (STATE_FILE, SearchError, SearchState, check_resumable, check_storage, fingerprint,
                       remove_if_empty, run_dir, tune_storage, write_config)
-
-
-def main(argv: list[str] | None = None, trainable=None) -> int:
-    """The CLI. ``trainable`` replaces the Ray Tune trainable (tests inject faults with it)."""
-    ray_runtime.quiet()
-    try:
-        return run(parse_options(argv), trainable)
-    except Interrupted:
-        return EXIT_INTERRUPTED
-    except (ConfigError, DataError, StageFailed, SearchError) as err:
-        return error_exit(err)
 
 
 @dataclass

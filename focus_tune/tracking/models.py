@@ -163,11 +163,11 @@ def write_environment(folder: Path) -> dict[str, str]:
     write them. Returns the python_function's ``code``, ``python_env`` and ``conda_env``."""
     import shutil
 
-    import focus_tune
     from mlflow.utils.environment import _mlflow_conda_env, _PythonEnv
 
     folder = Path(folder)
-    shutil.copytree(Path(focus_tune.__file__).parent, folder / CODE_DIR / "focus_tune",
+    package = Path(__file__).resolve().parents[1]  # focus_tune/ (not `import focus_tune`: its API imports this)
+    shutil.copytree(package, folder / CODE_DIR / "focus_tune",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     requirements = model_requirements()
     (folder / "requirements.txt").write_text("\n".join(requirements) + "\n")
