@@ -125,7 +125,8 @@ def plot_reliability(path: Path, families: Sequence[str], finals: Mapping, title
             curve = curves.get(entry) or {}
             conf, acc = _array(curve.get("confidence")), _array(curve.get("accuracy"))
             if conf.size and conf.size == acc.size:
-                ax.plot(conf, acc, marker="o", ms=4, lw=1.4, color=color(f, families), label=f"{f} (seed {seed})")
+                label = f if seed is None else f"{f} (seed {seed})"  # a reference (exact) has no seed
+                ax.plot(conf, acc, marker="o", ms=4, lw=1.4, color=color(f, families), label=label)
         ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy", title=f"entry {entry}")
         ax.set_aspect("equal")
         ax.grid(alpha=0.3)
