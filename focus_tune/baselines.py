@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from . import metrics, montecarlo
-from .evaluation import Scoring, condition_items, score, test_result
+from .evaluation import Scoring, censoring_weights, condition_items, score, test_result
 from .montecarlo import Drawn, Estimates, estimates_from_marginals
 from .names import CONFORMAL_PREFIX, TEMPERATURE_SCALED, TS_CONFORMAL_PREFIX, TS_PREFIX, conformal_row
 
@@ -408,13 +408,14 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
     # Right-censored test data: every row scored over the observed labels, with the censored times weighted.
     observed = None if test.observed is None else test.observed[:n]
     censored = None if observed is None else np.asarray(test.censored[:n])
+    weights = None if observed is None else censoring_weights(labels, true_t, observed, censored)
 
     def row(est: Estimates, seed, samples=None) -> dict:
         out, per_entry = score(est, labels, true_t, scoring.ece_bins, exact, cond, scoring.alpha, groups,
                                observed=observed, censored=censored)
         if samples is not None:
             out["marginal/leak"], _ = montecarlo.leak(samples, event)
-        return {**test_result(out, per_entry, est.probs, labels, scoring.ece_bins, observed=observed), "seed": seed}
+        return {**test_result(out, per_entry, est.probs, labels, scoring.ece_bins, weights=weights), "seed": seed}
 
     def sampled(predictor: Predictor, tag: int) -> list[dict]:
         rows = []
@@ -443,7 +444,7 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
         cond_exact = None if keep is None else truth.marginals(first=cond, items=keep)[:, 1:]
         exact_probs = truth.marginals()
         rng = np.random.default_rng(_SEED_TAGS[EXACT])
-        noise = metrics.label_noise(exact_probs, lambda: truth.draw(1, rng)[0][:, 0], observed=observed)
+        noise = metrics.label_noise(exact_probs, lambda: truth.draw(1, rng)[0][:, 0], weights=weights)
         rows[EXACT] = [{**row(estimates_from_marginals(exact_probs, cond_exact, event, scoring.alpha), None), **noise}]
     elif exact is not None:  # exact marginals stored without a process: no conditional
         rows[EXACT] = [row(estimates_from_marginals(exact, None, event, scoring.alpha), None)]

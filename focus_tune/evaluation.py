@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from . import conformal, metrics, montecarlo
+from . import conformal, metrics, montecarlo, survival
 from .device_split import DeviceSplit
 from .model import Simulator
 from .montecarlo import Drawn, Estimates
@@ -107,20 +107,29 @@ def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: in
     coverage of each group, ``interval/coverage_<name>``. ``threads``: the marginal metrics'
     (:func:`focus_tune.metrics.sequence_metrics`). Returns (metrics, entry-level arrays).
 
-    Right-censored data (``DeviceSplit.observed`` / ``.censored``): ``observed`` bool [N, L]
-    scores every entry over its observed labels (the conditional metrics too), ``censored``
-    bool [N] weighs the time-to-event metrics (interval, CRPS, the groups' coverage) by
-    inverse probability of censoring (:func:`focus_tune.metrics.ipcw_weights`), and the
-    counts ``data/censored_items`` and ``data/unobserved_entries`` are added. None: every
+    Right-censored data (``DeviceSplit.observed`` / ``.censored``): every entry-level metric
+    (the conditional ones too) is the inverse-probability-of-censoring weighted estimate of
+    its value on the full labels (:func:`censoring_weights`: pair (n, i) observed weighs
+    1 / G(min(T_n, i)), G estimated on this split), the time-to-event metrics (interval,
+    CRPS, the groups' coverage) are IPCW Hajek means with the outcomes the data resolves
+    (:func:`time_to_event_scores`), and ``data/censored_items``, ``data/unobserved_entries``,
+    ``data/entry_effective_items`` (the smallest Kish effective number of an entry's
+    weights) and ``data/largest_entry_weight`` are added. Where the positivity check fails
+    (G(e) = 0: nobody observed past e - 1), ``data/positivity`` = e and every metric that
+    needs G(e) is NaN (:func:`focus_tune.survival.positivity_note` says why). None: every
     label is observed, the keys and numbers of fully observed data.
     """
-    marginal = metrics.sequence_metrics(est.probs, labels, n_bins, threads=threads, observed=observed)
+    weights = None
+    if observed is not None or censored is not None:
+        weights = censoring_weights(labels, true_times, observed, censored)
+    marginal = metrics.sequence_metrics(est.probs, labels, n_bins, threads=threads, weights=weights)
     out = _prefixed(marginal, "marginal")
     extras: dict = {"marginal": marginal["per_entry"]}
-    out.update(time_to_event_scores(est, true_times, alpha, groups, censored))
-    if observed is not None or censored is not None:
+    out.update(time_to_event_scores(est, true_times, alpha, groups, censored, length=labels.shape[1]))
+    if weights is not None:
         out["data/censored_items"] = float(0 if censored is None else np.count_nonzero(censored))
         out["data/unobserved_entries"] = float(0 if observed is None else np.count_nonzero(~np.asarray(observed)))
+        out.update(entry_weight_summary(weights))
     extras["interval"] = {"lo": est.lo, "hi": est.hi, "point": est.point, "true": true_times}
     if exact_marginals is not None:
         rmse = metrics.rmse_per_entry(est.probs, exact_marginals)
@@ -132,29 +141,85 @@ def score(est: Estimates, labels: np.ndarray, true_times: np.ndarray, n_bins: in
         if keep is not None and est.cond_probs is not None:
             # Entry 1 is forced (certain) for every item: score entries 2..L only.
             conditional = metrics.sequence_metrics(est.cond_probs, labels[keep, 1:], n_bins,
-                                                   observed=None if observed is None else observed[keep, 1:])
+                                                   weights=None if weights is None else weights[keep, 1:])
             out.update(_prefixed(conditional, "conditional"))
             extras["conditional"] = conditional["per_entry"]
     return out, extras
 
 
+def censoring_weights(labels: np.ndarray, true_times: np.ndarray, observed: np.ndarray | None,
+                      censored: np.ndarray | None) -> np.ndarray:
+    """The entry-level weights of a right-censored split: float [N, L],
+    :func:`focus_tune.survival.entry_weights` with G estimated on these items (NaN at the
+    entries the positivity check blocks). ``observed`` None: every pair observed."""
+    mask = np.ones(np.shape(labels), bool) if observed is None else np.asarray(observed, dtype=bool)
+    return survival.entry_weights(mask, np.asarray(true_times), censored)
+
+
+def entry_weight_summary(weights: np.ndarray) -> dict:
+    """The noise keys of weighted entry-level metrics: ``data/entry_effective_items`` (the
+    smallest Kish effective number over the entries that have weight), ``data/largest_entry_weight``
+    and, where the positivity check blocks entries, ``data/positivity`` (the first one)."""
+    out = {}
+    blocked = np.flatnonzero(np.isnan(weights).any(axis=0))
+    if len(blocked):
+        out[survival.POSITIVITY_KEY] = float(blocked[0] + 1)
+    usable = [i for i in range(weights.shape[1]) if i not in set(blocked) and (weights[:, i] > 0).any()]
+    out["data/entry_effective_items"] = min((survival.kish(weights[:, i]) for i in usable), default=float("nan"))
+    out["data/largest_entry_weight"] = float(weights[:, usable].max()) if usable else float("nan")
+    return out
+
+
 def time_to_event_scores(est: Estimates, true_times: np.ndarray, alpha: float = 0.9,
-                         groups: dict[str, np.ndarray] | None = None, censored: np.ndarray | None = None) -> dict:
+                         groups: dict[str, np.ndarray] | None = None, censored: np.ndarray | None = None,
+                         length: int | None = None) -> dict:
     """The time-to-event part of :func:`score`: ``interval/...`` (coverage, relative width and
     MAE, interval score), ``interval/crps`` where ``est.time_pmf`` is given and the coverage
-    of each group, ``interval/coverage_<name>``; IPCW-weighted where ``censored`` is given."""
-    out = _prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha, censored), "interval")
+    of each group, ``interval/coverage_<name>``; IPCW-weighted where ``censored`` is given.
+
+    On censored data (:func:`focus_tune.metrics.interval_metrics` with ``length`` = L, the
+    estimates' own where not given): an item cut at L - 1 without the event has T = L, the
+    coverage is weighted at min(T, hi) (a censored item observed through its interval's upper
+    end is a known miss), every value has its standard error (``interval/<metric>_se``), and
+    ``data/effective_items`` and ``data/largest_weight`` (Kish's effective number and the
+    largest weight of the time-to-event metrics), ``data/coverage_effective_items`` and
+    ``data/positivity`` (where G reaches 0 before L - 1: every value NaN) are added."""
+    if censored is None:
+        out = _prefixed(metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha), "interval")
+        if est.time_pmf is not None:
+            out["interval/crps"] = metrics.crps(est.time_pmf, true_times)
+        for name, mask in (groups or {}).items():
+            mask = np.asarray(mask, dtype=bool)
+            inside = (true_times >= est.lo) & (true_times <= est.hi)
+            out[f"interval/coverage_{name}"] = float(inside[mask].mean()) if mask.any() else float("nan")
+        return out
+    if length is None:
+        length = est.probs.shape[1] if est.probs is not None and np.ndim(est.probs) == 3 else None
+    return _censored_time_to_event_scores(est, true_times, alpha, groups, np.asarray(censored, dtype=bool), length)
+
+
+def _censored_time_to_event_scores(est: Estimates, true_times: np.ndarray, alpha: float,
+                                   groups: dict[str, np.ndarray] | None, censored: np.ndarray,
+                                   length: int | None) -> dict:
+    """:func:`time_to_event_scores` of right-censored items (every metric IPCW-weighted)."""
+    summary = metrics.interval_metrics(est.lo, est.hi, est.point, true_times, alpha, censored, length=length,
+                                       with_se=True)
+    out = {}
+    for key, value in summary.items():
+        out[key if key.startswith("data/") else f"interval/{key}"] = value
     if est.time_pmf is not None:
-        out["interval/crps"] = metrics.crps(est.time_pmf, true_times, censored)
-    weights = None if censored is None else metrics.ipcw_weights(true_times, censored)
+        crps, crps_se = metrics.crps(est.time_pmf, true_times, censored, with_se=True)
+        out["interval/crps"], out["interval/crps_se"] = crps, crps_se
+    if groups:
+        G = survival.censoring_survival(true_times, censored, length)
+        t, known_censored = survival.known_times(true_times, censored, length)
+        w = survival.time_weights(true_times, censored, length, upper=est.hi, G=G)
+        inside = (t >= est.lo) & (t <= est.hi) & ~known_censored
     for name, mask in (groups or {}).items():
         mask = np.asarray(mask, dtype=bool)
-        inside = (true_times >= est.lo) & (true_times <= est.hi)
-        if weights is None:
-            out[f"interval/coverage_{name}"] = float(inside[mask].mean()) if mask.any() else float("nan")
-        else:
-            w = weights[mask]
-            out[f"interval/coverage_{name}"] = float((w * inside[mask]).sum() / w.sum()) if w.sum() > 0 else float("nan")
+        wm = w[mask]
+        out[f"interval/coverage_{name}"] = float((wm * inside[mask]).sum() / wm.sum()) if wm.sum() > 0 \
+            else float("nan")
     return out
 
 
@@ -282,18 +347,29 @@ def evaluate(
 
 
 def test_result(out: dict, extras: dict, probs: np.ndarray, labels: np.ndarray, n_bins: int,
-                entries: list[int] | None = None, observed: np.ndarray | None = None) -> dict:
+                entries: list[int] | None = None, observed: np.ndarray | None = None,
+                weights: np.ndarray | None = None) -> dict:
     """The flat test result of the reports: ``test/<metric>`` keys and ``test_per_entry``.
 
     ``test_per_entry`` (plain lists and numbers, ready for a JSON file) holds the entry-level arrays of :func:`score` and reliability
     curves of the marginal probabilities [N, L, c] at ``entries`` (1-based; default the
     first, L/4 and L/2): the report draws its figures from them. ``observed`` bool [N, L]
     (right-censored data): a curve over the entry's observed items; an entry without any has none.
+    ``weights`` float [N, L] (right-censored data, :func:`censoring_weights`; what the scores
+    use, in place of ``observed``): the weighted curve of :func:`focus_tune.metrics.reliability_curve`
+    (counts are sums of weights); an entry without weight, or blocked by the positivity
+    check, has none.
     """
     L = labels.shape[1]
     per_entry = dict(extras)
     per_entry["reliability"] = {}
     for i in entries or sorted({1, L // 4 + 1, L // 2 + 1}):
+        if weights is not None:
+            w = np.asarray(weights)[:, i - 1]
+            if (w > 0).any() and not np.isnan(w).any():
+                per_entry["reliability"][str(i)] = metrics.reliability_curve(probs[:, i - 1], labels[:, i - 1],
+                                                                             n_bins, weights=w)
+            continue
         rows = slice(None) if observed is None else np.asarray(observed)[:, i - 1]
         if observed is None or rows.any():
             per_entry["reliability"][str(i)] = metrics.reliability_curve(probs[rows, i - 1], labels[rows, i - 1],

@@ -80,6 +80,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import survival
 from .names import SELECT_KEYS
 
 CE_EPS = 1e-3
@@ -143,13 +144,15 @@ def ece(probs, labels, n_bins: int = 10) -> float:
     return float(_ece_columns(conf[:, None], correct[:, None], n_bins)[0])
 
 
-def sequence_ece(probs, labels, n_bins: int = 10, observed=None) -> float:
+def sequence_ece(probs, labels, n_bins: int = 10, observed=None, weights=None) -> float:
     """The sequence-level ECE of :func:`sequence_metrics` alone (the mean over entries of the
-    entry-level :func:`ece`): probs [N, L, c], labels [N, L]; ``observed`` bool [N, L] as
-    in :func:`sequence_metrics`."""
+    entry-level :func:`ece`): probs [N, L, c], labels [N, L]; ``observed`` bool [N, L] or
+    ``weights`` float [N, L] as in :func:`sequence_metrics`."""
     probs, labels = _check_probs_labels(probs, labels, 3)
     conf = probs.max(axis=2)
     correct = (probs.argmax(axis=2) == labels).astype(np.float64)
+    if weights is not None:
+        return _weighted_sequence_ece(conf, correct, _check_weights(weights, labels), n_bins)[0]
     if observed is not None:
         return _mean_over_entries(_masked_columns(_ece_columns, conf, correct, _check_observed(observed, labels), n_bins))
     return float(_ece_columns(conf, correct, n_bins).mean())
@@ -174,11 +177,143 @@ def _masked_columns(columns, conf: np.ndarray, correct: np.ndarray, observed: np
     return out
 
 
+def _weighted_sequence_ece(conf: np.ndarray, correct: np.ndarray, weights: np.ndarray, n_bins: int) -> tuple[float, float]:
+    """(ECE, debiased squared ECE) of the sequence under weights [N, L]: the means over the
+    entries with weight of :func:`_weighted_ece_entry`; NaN when the positivity check blocks an
+    entry (NaN weights)."""
+    if np.isnan(weights).any():
+        return float("nan"), float("nan")
+    values = np.array([_weighted_ece_entry(conf[:, i], correct[:, i], weights[:, i], n_bins)
+                       for i in range(conf.shape[1])])
+    return _mean_over_entries(values[:, 0]), _mean_over_entries(values[:, 1])
+
+
 def _mean_over_entries(values: np.ndarray) -> float:
     """The sequence-level value of masked entry-level ones: the mean over the entries that
     have observed items (the others are NaN); NaN when none has."""
     kept = values[~np.isnan(values)]
     return float(kept.mean()) if len(kept) else float("nan")
+
+
+def _check_weights(weights, labels: np.ndarray) -> np.ndarray:
+    """float64 [N, L] inverse-probability-of-censoring weights of the (item, entry) pairs, the
+    shape of ``labels`` (0: unobserved; NaN: an entry the positivity check blocks)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.shape != labels.shape:
+        raise ValueError(f"weights must have the labels' shape {labels.shape}, got {weights.shape}")
+    if (weights < 0).any():
+        raise ValueError("weights must be >= 0")
+    return weights
+
+
+def _weighted_bins(conf: np.ndarray, correct: np.ndarray, w: np.ndarray, n_bins: int):
+    """One entry's bins under weights: conf, correct, w [N] -> (bin of every item [N], weight
+    W_b, sum w conf, sum w correct, sum w conf^2, sum w^2), each [n_bins] after the first.
+
+    The bins are the :func:`ece` bins of *every* item's confidence (the predictions exist for
+    all items; only some labels are unknown), so they are the bins of the full labels; the
+    per-bin sums are over the weighted (observed) items."""
+    bins = _bin_ids(conf[:, None], n_bins)[:, 0]
+
+    def total(x):
+        return np.bincount(bins, weights=x, minlength=n_bins)
+
+    cw = w * conf
+    return bins, total(w), total(cw), total(w * correct), total(cw * conf), total(w * w)
+
+
+def _weighted_ece_entry(conf: np.ndarray, correct: np.ndarray, w: np.ndarray, n_bins: int) -> tuple[float, float]:
+    """(ECE, debiased squared ECE) of one entry under weights w [N] (> 0: observed): per bin the
+    Hajek means a = sum w correct / sum w and m = sum w conf / sum w; the ECE is the mean over
+    the bins with weight of |a - m|. The debiased value subtracts (a (1 - a) - v) / (n - 1)
+    as :func:`_ece_debiased_columns` does, with v the weighted variance of the confidences
+    and n Kish's effective number of the bin, (sum w)^2 / sum w^2 (the variance of a Hajek
+    mean of independent labels is about that of n items); unit weights give the unweighted
+    values."""
+    _, W, Sc, Sa, Sc2, W2 = _weighted_bins(conf, correct, w, n_bins)
+    filled = W > 0
+    if not filled.any():
+        return float("nan"), float("nan")
+    Wf = np.where(filled, W, 1.0)
+    acc, mean_conf = Sa / Wf, Sc / Wf
+    gap = np.abs(Sa - Sc) / Wf
+    spread = np.maximum(Sc2 / Wf - mean_conf**2, 0.0)
+    n = np.where(filled, W * W / np.where(filled, W2, 1.0), 1.0)
+    var_acc = np.where(n > 1, (acc * (1 - acc) - spread) / np.maximum(n - 1, 1e-300), mean_conf * (1 - mean_conf))
+    value = (acc - mean_conf) ** 2 - var_acc
+    k = filled.sum()
+    return float(np.where(filled, gap, 0.0).sum() / k), float(np.where(filled, value, 0.0).sum() / k)
+
+
+def _weighted_auc(scores: np.ndarray, positive: np.ndarray, w: np.ndarray) -> float:
+    """Weighted one-vs-rest AUC: sum over (positive p, negative q) of w_p w_q (1[s_p > s_q] +
+    1[s_p = s_q] / 2) over (sum of positive weights)(sum of negative weights); NaN when
+    either side has no weight. Unit weights: the Mann-Whitney AUC (scikit-learn's)."""
+    pos, neg = positive & (w > 0), ~positive & (w > 0)
+    wp, wn = w[pos], w[neg]
+    if not (wp.sum() > 0 and wn.sum() > 0):
+        return float("nan")
+    order = np.argsort(scores[neg], kind="stable")
+    sn = scores[neg][order]
+    cum = np.concatenate([[0.0], np.cumsum(wn[order])])
+    sp = scores[pos]
+    below = cum[np.searchsorted(sn, sp, side="left")]
+    tied = cum[np.searchsorted(sn, sp, side="right")] - below
+    return float((wp * (below + tied / 2)).sum() / (wp.sum() * wn.sum()))
+
+
+ENTRY_KEYS = ("ece", "ece_debiased", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")
+
+
+def _weighted_entry(probs: np.ndarray, labels: np.ndarray, w: np.ndarray, n_bins: int, ce_eps: float) -> dict:
+    """Every entry-level value of one entry under weights: probs [N, c], labels [N], w [N].
+    NaN throughout where no item has weight (or w is NaN: the positivity check)."""
+    if np.isnan(w).any() or not (w > 0).any():
+        return dict.fromkeys(ENTRY_KEYS, float("nan"))
+    keep = w > 0
+    conf = probs.max(axis=1)
+    correct = (probs.argmax(axis=1) == labels).astype(np.float64)
+    ece_i, ece_sq_i = _weighted_ece_entry(conf, np.where(keep, correct, 0.0), w, n_bins)
+    wk, pk, yk = w[keep], probs[keep], labels[keep]
+    W = wk.sum()
+    p_true = np.take_along_axis(pk, yk[:, None], axis=1)[:, 0]
+    aucs = [_weighted_auc(probs[:, a], labels == a, w) for a in range(probs.shape[1])]
+    defined = [a for a in aucs if not np.isnan(a)]
+    return {
+        "ece": ece_i, "ece_debiased": float(signed_root(ece_sq_i)), "ece_debiased_sq": ece_sq_i,
+        "overconfidence": float((wk * (conf[keep] - correct[keep])).sum() / W),
+        "auc": float(np.mean(defined)) if defined else float("nan"),
+        "brier": float((wk * ((pk * pk).sum(axis=1) - 2 * p_true + 1)).sum() / W),
+        "ce": float((wk * -np.log(np.maximum(p_true, ce_eps))).sum() / W),
+    }
+
+
+def _weighted_sequence_metrics(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_bins: int,
+                               ce_eps: float, threads: int) -> dict:
+    """:func:`sequence_metrics` under weights: every entry by :func:`_weighted_entry` (a loop
+    over entries, in ``threads``); the sequence values are the means over the entries that
+    have weight, NaN when an entry is blocked by the positivity check (NaN weights)."""
+    L = probs.shape[1]
+    entries = range(L)
+
+    def column(i: int) -> dict:
+        return _weighted_entry(probs[:, i], labels[:, i], weights[:, i], n_bins, ce_eps)
+
+    if threads > 1 and L > 1:
+        with ThreadPoolExecutor(min(threads, L)) as pool:
+            parts = list(pool.map(column, entries))
+    else:
+        parts = [column(i) for i in entries]
+    per_entry = {k: np.array([p[k] for p in parts]) for k in ENTRY_KEYS}
+    blocked = bool(np.isnan(weights).any())
+    nan = float("nan")
+    out = {k: nan if blocked else _mean_over_entries(per_entry[k]) for k in ENTRY_KEYS
+           if k not in ("auc", "ece_debiased")}
+    out["ece_debiased"] = float(signed_root(out["ece_debiased_sq"]))
+    auc_i = per_entry["auc"]
+    out["auc"] = nan if blocked or not np.isfinite(auc_i).any() else float(np.nanmean(auc_i))
+    out["per_entry"] = per_entry
+    return out
 
 
 def _ece_debiased_columns(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> np.ndarray:
@@ -231,12 +366,27 @@ def ece_debiased(probs, labels, n_bins: int = 10) -> float:
     return float(signed_root(ece_debiased_squared(probs, labels, n_bins)))
 
 
-def reliability_curve(probs, labels, n_bins: int = 10) -> dict[str, np.ndarray]:
+def reliability_curve(probs, labels, n_bins: int = 10, weights=None) -> dict[str, np.ndarray]:
     """Per non-empty bin: mean confidence, accuracy and count (for reliability diagrams).
 
-    probs [N, c], labels [N]; the same bins as :func:`ece`.
+    probs [N, c], labels [N]; the same bins as :func:`ece`. ``weights`` [N] (right-censored
+    data, one entry's :func:`focus_tune.survival.entry_weights`): the bins of every item's
+    confidence, per bin the weighted means over the weighted items, and the count is the
+    sum of their weights (the number of items they stand for); a bin without weight is left
+    out, and NaN weights (the positivity check) give no curve (empty arrays).
     """
     probs, labels = _check_probs_labels(probs, labels, 2)
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != labels.shape:
+            raise ValueError(f"weights must be [N] beside labels {labels.shape}, got {w.shape}")
+        if np.isnan(w).any():
+            return {"confidence": np.zeros(0), "accuracy": np.zeros(0), "count": np.zeros(0)}
+        conf = probs.max(axis=1)
+        correct = np.where(w > 0, probs.argmax(axis=1) == labels, False).astype(np.float64)
+        _, W, Sc, Sa, _, _ = _weighted_bins(conf, correct, w, n_bins)
+        keep = W > 0
+        return {"confidence": Sc[keep] / W[keep], "accuracy": Sa[keep] / W[keep], "count": W[keep]}
     conf = probs.max(axis=1)[:, None]
     correct = (probs.argmax(axis=1) == labels).astype(np.float64)[:, None]
     count, sum_conf, sum_corr = (a[0] for a in _binned(conf, correct, n_bins))
@@ -278,7 +428,7 @@ def _auc_per_class(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, threads: int = 1,
-                     observed=None) -> dict:
+                     observed=None, weights=None) -> dict:
     """Entry-level and sequence-level ECE, debiased ECE, overconfidence, macro AUC, Brier and CE.
 
     probs [N, L, c] (rows sum to 1), labels [N, L]. Returns ``{"ece", "ece_debiased",
@@ -299,8 +449,19 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, th
     values are then taken over its observed items alone (its column's metrics, entry by
     entry); an entry without any is NaN and left out of the sequence means, like an entry
     without an AUC. None: every label counts (the vectorized path).
+
+    ``weights`` (right-censored data, what the scores use): float [N, L], the inverse
+    probability of censoring weights of :func:`focus_tune.survival.entry_weights` (0 on an
+    unobserved pair). Every entry-level value is then its weighted (Hajek) estimate of the
+    value on the full labels: the ECE's bins are those of every item's confidence, with
+    weighted sums per bin; AUC the weighted Mann-Whitney statistic; Brier, CE and
+    overconfidence weighted means. An entry without weight is NaN and left out of the
+    sequence means; NaN weights (the positivity check) make that entry and every sequence
+    value NaN. Takes precedence over ``observed``.
     """
     probs, labels = _check_probs_labels(probs, labels, 3)
+    if weights is not None:
+        return _weighted_sequence_metrics(probs, labels, _check_weights(weights, labels), n_bins, ce_eps, threads)
     if observed is not None:
         return _masked_sequence_metrics(probs, labels, _check_observed(observed, labels), n_bins, ce_eps, threads)
     L = probs.shape[1]
@@ -374,7 +535,7 @@ def _entry_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int, ce_eps: f
 
 
 def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps: float = CE_EPS,
-                   observed=None) -> np.ndarray:
+                   observed=None, weights=None) -> np.ndarray:
     """Each item's first-order share of a sequence-level score: [N], for the standard error
     of a difference between two predictors scored on the same items (:func:`difference_se`).
 
@@ -394,10 +555,16 @@ def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps:
     (entry i over its n_i observed items, the mean over the L' entries that have any): the
     same formulas with n_i for N, the bins of the observed items and L' for L; an item gets
     nothing from its unobserved entries, and the shares still sum to the score.
+
+    ``weights`` float [N, L] (:func:`sequence_metrics`' weighted score): the same formulas with
+    each item's term times its weight and the bins' weights W_b (the entry's sum of weights
+    for Brier and CE) for n_b; they sum to the weighted score. NaN weights: NaN shares.
     """
     if metric not in SELECT_KEYS:
         raise ValueError(f"metric must be one of {', '.join(SELECT_KEYS)}, got {metric!r}")
     probs, labels = _check_probs_labels(probs, labels, 3)
+    if weights is not None:
+        return _weighted_influence(probs, labels, _check_weights(weights, labels), metric, n_bins, ce_eps)
     if observed is not None:
         return _masked_influence(probs, labels, _check_observed(observed, labels), metric, n_bins, ce_eps)
     N, L, _ = probs.shape
@@ -432,6 +599,33 @@ def _masked_influence(probs: np.ndarray, labels: np.ndarray, observed: np.ndarra
     return share / max(len(entries), 1)
 
 
+def _weighted_influence(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, metric: str, n_bins: int,
+                        ce_eps: float) -> np.ndarray:
+    """:func:`item_influence` of the weighted score: [N]."""
+    N, L, _ = probs.shape
+    if np.isnan(weights).any():
+        return np.full(N, np.nan)
+    share = np.zeros(N)
+    entries = [i for i in range(L) if (weights[:, i] > 0).any()]
+    for i in entries:
+        w = weights[:, i]
+        p, y = probs[:, i], labels[:, i]
+        if metric in ("brier", "ce"):
+            p_true = np.take_along_axis(p, y[:, None], axis=1)[:, 0]
+            per = (p * p).sum(axis=1) - 2 * p_true + 1 if metric == "brier" else -np.log(np.maximum(p_true, ce_eps))
+            share += np.where(w > 0, w * per, 0.0) / w.sum()
+            continue
+        conf = p.max(axis=1)
+        gap = np.where(w > 0, (p.argmax(axis=1) == y) - conf, 0.0)
+        bins, W, _, _, _, _ = _weighted_bins(conf, gap, w, n_bins)
+        S = np.bincount(bins, weights=w * gap, minlength=n_bins)
+        filled = (W > 0).sum()
+        Wf = np.where(W > 0, W, 1.0)
+        per_bin = np.sign(S) / Wf if metric == "ece" else 2 * S / Wf**2
+        share += per_bin[bins] * w * gap / filled
+    return share / max(len(entries), 1)
+
+
 def difference_se(a: np.ndarray, b: np.ndarray) -> float:
     """Standard error of score_a - score_b over resamples of the shared items, from the two
     predictors' :func:`item_influence` on the same items (paired: what the items have in
@@ -457,27 +651,15 @@ def ipcw_weights(true_times, censored) -> np.ndarray:
     consistent for its mean over the uncensored population when the censoring time is
     independent of T and of the item (docs/METRICS.md, "Censored items").
     """
-    t = np.asarray(true_times)
-    censored = np.asarray(censored)
-    if censored.dtype != bool or censored.shape != t.shape or t.ndim != 1:
-        raise ValueError(f"censored must be a bool [N] beside true_times [N], got {censored.dtype} {censored.shape} "
-                         f"and {t.shape}")
-    if len(t) and ((t != np.round(t)).any() or t.min() < 1):
-        raise ValueError("true_times must be integers >= 1 to weigh censored items")
-    t = t.astype(np.int64)
+    t, censored = survival._check(true_times, censored)
     if not len(t):
         return np.zeros(0)
-    size = int(t.max()) + 1
-    observed_from = np.cumsum(np.bincount(t, minlength=size)[::-1])[::-1]  # [s]: #{observed time >= s}
-    # An event at s is seen when entry s is (C >= s), so it hides a censoring at s: those items
-    # are not at risk of a censoring seen at s (kept in, they would bias h(s) low by P(T > s | T >= s)).
-    at_risk = observed_from - np.bincount(t[~censored], minlength=size)
-    hazard = np.bincount(t[censored], minlength=size) / np.maximum(at_risk, 1)
-    G = np.cumprod(1.0 - hazard)  # G[k] = prod_{s <= k} (1 - h(s)), h(0) = 0: G(t) = G[t - 1]
-    return np.where(censored, 0.0, 1.0 / np.where(censored, 1.0, G[t - 1]))
+    G = survival.censoring_survival(t, censored)  # G[t] = G(t), the one estimate (focus_tune.survival)
+    return np.where(censored, 0.0, 1.0 / np.where(censored, 1.0, G[t]))
 
 
-def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9, censored=None) -> dict[str, float]:
+def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9, censored=None, length: int | None = None,
+                     with_se: bool = False) -> dict[str, float]:
     """Time-to-event interval metrics (App. A.2) and the interval score.
 
     coverage = fraction of items with lo <= T <= hi; relative width = mean(hi - lo) /
@@ -488,10 +670,19 @@ def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9, censored=Non
     All inputs [N].
 
     ``censored`` bool [N] (right-censored data; ``true_times`` is then the last observed
-    entry of a censored item): every mean over T is the :func:`ipcw_weights` Hajek mean,
-    sum w x / sum w (coverage, mean(T), the MAE's numerator, the interval score); the width
-    is over all items (it does not depend on T). NaN when no item is uncensored. None: the
-    plain means.
+    entry of a censored item): every mean over T is an IPCW Hajek mean, sum w x / sum w
+    (mean(T), the MAE's numerator, the interval score), with w = 1 / G(tau) on the items whose
+    quantity is known (:func:`focus_tune.survival.time_weights`): tau = min(T, L - 1) with
+    ``length`` = L (an item cut at L - 1 without the event has T = L, and T = L is known at
+    L - 1), tau = T without it. The coverage is known earlier, at tau = min(T, floor(hi),
+    L - 1): a censored item observed through floor(hi) without the event is a known miss and
+    counts, weighted by 1 / G(floor(hi)). The width is over all items (it does not depend on
+    T). NaN when no quantity is known, or when the positivity check fails (G(e) = 0 at an
+    entry e some item may need: then ``data/positivity`` = e with ``with_se``).
+    ``with_se`` (censored only): also ``<metric>_se``, the delta-method (sandwich) standard
+    error of each Hajek ratio over the draw of the items (G held fixed), and
+    ``data/effective_items`` / ``data/coverage_effective_items`` (Kish's (sum w)^2 / sum w^2
+    of the two weights) and ``data/largest_weight``. None: the plain means.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -499,7 +690,7 @@ def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9, censored=Non
     if not lo.shape == hi.shape == point.shape == t.shape:
         raise ValueError("lo, hi, point and true_times must have the same shape [N]")
     if censored is not None:
-        return _interval_metrics_ipcw(lo, hi, point, t, alpha, ipcw_weights(t, censored))
+        return _interval_metrics_ipcw(lo, hi, point, t, alpha, np.asarray(censored), length, with_se)
     total = t.sum()
     # The width alone rewards narrow intervals and the coverage alone wide ones; the score
     # charges each miss by its distance, weighted so that the proper choice is the central
@@ -514,22 +705,70 @@ def interval_metrics(lo, hi, point, true_times, alpha: float = 0.9, censored=Non
     }
 
 
-def _interval_metrics_ipcw(lo, hi, point, t, alpha: float, w: np.ndarray) -> dict[str, float]:
-    """:func:`interval_metrics` with IPCW weights w [N] (0 on censored items)."""
-    total = (w * t).sum()  # sum w T: sum w x / sum w over mean_w(T) = sum w x / sum w T
-    if not total > 0:
-        return dict.fromkeys(("coverage", "relative_width", "relative_mae", "interval_score"), float("nan"))
-    penalty = 2 / (1 - alpha) * (np.maximum(lo - t, 0) + np.maximum(t - hi, 0))
-    inside = (t >= lo) & (t <= hi)
-    return {
-        "coverage": float((w * inside).sum() / w.sum()),
-        "relative_width": float((hi - lo).mean() / (total / w.sum())),
-        "relative_mae": float((w * np.abs(t - point)).sum() / total),
-        "interval_score": float((w * ((hi - lo) + penalty)).sum() / total),
-    }
+INTERVAL_KEYS = ("coverage", "relative_width", "relative_mae", "interval_score")
 
 
-def crps(pmf, true_times, censored=None) -> float:
+def _ratio_se(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    """Delta-method standard error of R = sum w a / sum w b over the draw of the N items (w, a,
+    b [N]; the weights held fixed): sqrt(sum IF^2) / N with IF_n = w_n (a_n - R b_n) / mean(w b)."""
+    N = len(w)
+    wb = (w * b).sum()
+    if not wb > 0 or N < 2:
+        return float("nan")
+    R = (w * a).sum() / wb
+    influence = w * (a - R * b) / (wb / N)
+    return float(np.sqrt((influence**2).sum()) / N)
+
+
+def _interval_metrics_ipcw(lo, hi, point, t, alpha: float, censored: np.ndarray, length: int | None,
+                           with_se: bool) -> dict[str, float]:
+    """:func:`interval_metrics` of right-censored items (the docstring's weights)."""
+    G = survival.censoring_survival(t, censored, length)
+    w = survival.time_weights(t, censored, length, G=G)  # known T: tau = min(T, L - 1)
+    w_cover = survival.time_weights(t, censored, length, upper=hi, G=G)  # known coverage: min(T, hi, L - 1)
+    t, still_censored = survival.known_times(t, censored, length)
+    nan = float("nan")
+    out = dict.fromkeys(INTERVAL_KEYS, nan)
+    extra = {}
+    if with_se:
+        extra = {f"{k}_se": nan for k in INTERVAL_KEYS}
+        extra.update({"data/effective_items": 0.0, "data/coverage_effective_items": 0.0, "data/largest_weight": nan})
+    if np.isnan(w).any() or np.isnan(w_cover).any():  # the positivity check failed
+        if with_se:
+            need = len(G) - 1 if length is None else max(length - 1, 1)
+            extra[survival.POSITIVITY_KEY] = float(survival.positivity_entry(G, need))
+        return {**out, **extra}
+    T = np.where(still_censored, 0.0, t)  # a censored item's T is unknown: its weight is 0 (w) or it is a known miss
+    inside = ((T >= lo) & (T <= hi) & ~still_censored).astype(np.float64)
+    ones = np.ones_like(t)
+    if w_cover.sum() > 0:
+        out["coverage"] = float((w_cover * inside).sum() / w_cover.sum())
+    total = (w * T).sum()  # sum w T: sum w x / sum w over mean_w(T) = sum w x / sum w T
+    penalty = 2 / (1 - alpha) * (np.maximum(lo - T, 0) + np.maximum(T - hi, 0))
+    if total > 0:
+        mean_t = total / w.sum()
+        width = hi - lo
+        out["relative_width"] = float(width.mean() / mean_t)
+        out["relative_mae"] = float((w * np.abs(T - point)).sum() / total)
+        out["interval_score"] = float((w * (width + penalty)).sum() / total)
+    if not with_se:
+        return out
+    N = len(t)
+    extra["coverage_se"] = _ratio_se(w_cover, inside, ones)
+    if total > 0 and N > 1:
+        # relative width = A / D, A = mean(width) over all items, D = the Hajek mean of T
+        A = width.mean()
+        influence = (width - A) / mean_t - A / mean_t**2 * w * (T - mean_t) / (w.sum() / N)
+        extra["relative_width_se"] = float(np.sqrt((influence**2).sum()) / N)
+        extra["relative_mae_se"] = _ratio_se(w, np.abs(T - point) * (w > 0), T)
+        extra["interval_score_se"] = _ratio_se(w, (width + penalty) * (w > 0), T)
+    extra["data/effective_items"] = survival.kish(w)
+    extra["data/coverage_effective_items"] = survival.kish(w_cover)
+    extra["data/largest_weight"] = float(max(w.max(), w_cover.max())) if N else nan
+    return {**out, **extra}
+
+
+def crps(pmf, true_times, censored=None, with_se: bool = False):
     """Relative CRPS of a time-to-event distribution on t = 1..L.
 
     pmf [N, L]: P(T = t) for t = 1..L per item (rows sum to 1, e.g.
@@ -539,8 +778,11 @@ def crps(pmf, true_times, censored=None) -> float:
     squared cdf difference over the reals, whose integrand is constant on [k, k + 1)), equal
     to E|X - T| - E|X - X'| / 2 with X, X' independent draws of the pmf.
 
-    ``censored`` bool [N]: the mean over items and mean(T) are :func:`ipcw_weights` Hajek
-    means (a censored item's CRPS is unknown: it weighs 0); NaN when every item is censored.
+    ``censored`` bool [N]: the mean over items and mean(T) are IPCW Hajek means with the
+    weights of :func:`interval_metrics` (:func:`focus_tune.survival.time_weights`, L the pmf's:
+    an item cut at L - 1 without the event has T = L; any other censored item's CRPS is
+    unknown and weighs 0); NaN when none is known or the positivity check fails. With
+    ``with_se`` (censored only) returns (CRPS, its delta-method standard error).
     """
     pmf = np.asarray(pmf, dtype=np.float64)
     t = np.asarray(true_times, dtype=np.float64)
@@ -555,9 +797,15 @@ def crps(pmf, true_times, censored=None) -> float:
     step = np.arange(1, L + 1)[None, :] >= t[:, None]  # 1[T <= k]
     per_item = ((cdf - step) ** 2).sum(axis=1)
     if censored is not None:
-        w = ipcw_weights(t, censored)
-        total = (w * t).sum()
-        return float((w * per_item).sum() / total) if total > 0 else float("nan")
+        censored = np.asarray(censored)
+        w = survival.time_weights(t, censored, L)
+        t, still_censored = survival.known_times(t, censored, L)
+        step = np.arange(1, L + 1)[None, :] >= t[:, None]
+        per_item = np.where(still_censored, 0.0, ((cdf - step) ** 2).sum(axis=1))
+        T = np.where(still_censored, 0.0, t)
+        total = (w * T).sum()
+        value = float((w * per_item).sum() / total) if total > 0 else float("nan")
+        return (value, _ratio_se(w, per_item, T) if total > 0 else float("nan")) if with_se else value
     return float(per_item.mean() / t.mean())
 
 
@@ -581,7 +829,7 @@ def rmse_to_truth(probs, exact) -> float:
 
 
 def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS, n_bins: int = 10,
-                observed=None) -> dict[str, float]:
+                observed=None, weights=None) -> dict[str, float]:
     """How far the labels alone move a predictor's sequence-level calibration scores.
 
     ``probs`` [N, L, c] stay fixed; ``draw_labels()`` returns a fresh [N, L] label draw for the
@@ -592,7 +840,8 @@ def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS, n_bins: int = 
     :data:`LABEL_SD_KEYS`. The labels are drawn whole (a sequence that has ended stays ended),
     so the spread is that of real test sets, 2-3x that of labels drawn independently per
     entry (benchmarks/bench_label_noise.py). ``observed`` bool [N, L]: the scores of
-    :func:`sequence_metrics` with that mask (the test split's censoring, the same for every draw).
+    :func:`sequence_metrics` with that mask (the test split's censoring, the same for every draw);
+    ``weights`` float [N, L]: its weighted scores, with the test split's weights for every draw.
     """
     if redraws < 2:
         raise ValueError(f"label_noise needs at least 2 redraws, got {redraws}")
@@ -602,7 +851,9 @@ def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS, n_bins: int = 
     for _ in range(redraws):
         _, labels = _check_probs_labels(probs, draw_labels(), 3)
         correct = (top == labels).astype(np.float64)
-        if observed is not None:
+        if weights is not None:
+            scores.append(_weighted_sequence_ece(conf, correct, _check_weights(weights, labels), n_bins))
+        elif observed is not None:
             mask = _check_observed(observed, labels)
             scores.append(tuple(_mean_over_entries(_masked_columns(f, conf, correct, mask, n_bins))
                                 for f in (_ece_columns, _ece_debiased_columns)))

@@ -34,7 +34,7 @@ from .config import TrainConfig
 from .data import evaluation_groups
 from .device_split import DeviceSplit
 from .eager import eager_optimizers
-from .evaluation import Scoring, conformal_scores, evaluation_generator, test_result
+from .evaluation import Scoring, censoring_weights, conformal_scores, evaluation_generator, test_result
 from .job import (CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, PER_ENTRY_FILE, DataInfo, PackJob, Splits, TrialJob,
                   encode_influence, pack_result)
 from .metrics import item_influence, sequence_ece
@@ -323,7 +323,7 @@ def _validated(folder: str, result: dict, val: dict, eval_s: float, epoch: int, 
     if (final or epoch == race_at) and not job.evaluate_test:
         result[INFLUENCE_KEY] = encode_influence(item_influence(
             probs, splits.val.sequences.cpu().numpy(), train.select_by, train.ece_bins,
-            observed=splits.val.observed_numpy))
+            weights=split_weights(splits.val)))
     result["time/eval_s"] = eval_s
     save_checkpoint(folder, model, optimizer, epoch, generator, last_val, with_optimizer=not final)
     if final and job.evaluate_test:
@@ -354,7 +354,8 @@ def _test_metrics(model, splits: TrialSplits, job: TrialJob, folder: str) -> dic
 
     out = evaluated()
     per_entry, probs, pmf = out.pop("per_entry"), out.pop("probs"), out.pop("time_pmf")
-    result = test_result(out, per_entry, probs, labels, train.ece_bins, observed=test.observed_numpy)
+    weights = split_weights(test)
+    result = test_result(out, per_entry, probs, labels, train.ece_bins, weights=weights)
     files = {"test_per_entry": result.pop("test_per_entry")}
     t1 = time.perf_counter()
     level = _conformal_level(model, splits, job)
@@ -375,7 +376,7 @@ def _test_metrics(model, splits: TrialSplits, job: TrialJob, folder: str) -> dic
         ts_entry["temperature"] = fit.temperature
         ts_entry["temperature_grid"] = {"T": list(fit.scores), "val_ece": list(fit.scores.values())}
         ts.update(fit.summary())  # temperature_pooled, _at_bound, _mean, _min, _max, _margin, _margin_se
-        scaled = test_result(ts, ts_entry, ts_probs, labels, train.ece_bins, observed=test.observed_numpy)
+        scaled = test_result(ts, ts_entry, ts_probs, labels, train.ece_bins, weights=weights)
         files[TS_PREFIX + "per_entry"] = scaled.pop("test_per_entry")
         result.update({TS_PREFIX + k.removeprefix("test/"): v for k, v in scaled.items()})
     with open(os.path.join(folder, PER_ENTRY_FILE), "w") as handle:
@@ -407,6 +408,16 @@ def _conformal_row(prefix: str, level: tuple[float, float], per_entry: dict, pro
     return {prefix + k: v for k, v in row.items()}
 
 
+def split_weights(data: DeviceSplit) -> np.ndarray | None:
+    """The entry-level censoring weights of a right-censored split
+    (:func:`~focus_tune.evaluation.censoring_weights`, what its scores use), None when every
+    entry is observed."""
+    if data.observed is None:
+        return None
+    return censoring_weights(data.sequences.cpu().numpy(), data.time_to_event.cpu().numpy(), data.observed_numpy,
+                             data.censored)
+
+
 def _fit_temperature(model, splits: TrialSplits, job: TrialJob) -> TemperatureFit:
     """The temperature-scaled baseline's temperature: one T on :data:`~focus_tune.temperature.GRID`
     with the lowest validation sampled marginal ECE, the criterion the search picks lambda by,
@@ -426,7 +437,8 @@ def _fit_temperature(model, splits: TrialSplits, job: TrialJob) -> TemperatureFi
     train, info = job.train, job.data
     val, validation = splits.val, Scoring.of(train, "val")
     labels = val.sequences.cpu().numpy()
-    observed = val.observed_numpy  # right-censored data: every score over the observed labels
+    observed = val.observed_numpy  # right-censored data: every score over the observed labels, weighted
+    weights = split_weights(val)
     L = labels.shape[1]
     probs = {}
 
@@ -437,7 +449,7 @@ def _fit_temperature(model, splits: TrialSplits, job: TrialJob) -> TemperatureFi
         return out["marginal/ece"]
 
     def on_items(t: float, idx: np.ndarray) -> float:
-        return sequence_ece(probs[t][idx], labels[idx], train.ece_bins, None if observed is None else observed[idx])
+        return sequence_ece(probs[t][idx], labels[idx], train.ece_bins, weights=None if weights is None else weights[idx])
 
     def margin_se(best: float, one: float) -> float:
         return paired_bootstrap_se(on_items, one, best, len(labels), seed=job.spec.seed)

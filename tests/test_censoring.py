@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune import metrics
+from focus_tune import metrics, survival
 from focus_tune.data.store import Split, censored_items, time_to_event as stored_time_to_event
 from focus_tune.device_split import DeviceSplit
 from focus_tune.evaluation import evaluate, score
@@ -187,29 +187,50 @@ def test_masked_label_noise_reads_the_masked_scores():
 # ----------------------------------------------------------------------------- IPCW
 
 
+def _loop_G(t, censored, upto):
+    """G(upto) = prod over s < upto of (1 - h(s)), the reverse Kaplan-Meier, by counting."""
+    t = [int(v) for v in t]
+    G = 1.0
+    for s in range(1, upto):
+        # at risk of a censoring seen at s: observed beyond s, or censored at s
+        at_risk = sum(1 for u, c in zip(t, censored) if u > s or (u == s and c))
+        cens = sum(1 for u, c in zip(t, censored) if c and u == s)
+        G *= 1 - cens / max(at_risk, 1)
+    return G
+
+
 def _loop_weights(t, censored):
     """Reverse Kaplan-Meier of the censoring times, and w = delta / G(T), item by item."""
-    t = [int(v) for v in t]
-    weights = []
-    for n in range(len(t)):
-        if censored[n]:
-            weights.append(0.0)
-            continue
-        G = 1.0
-        for s in range(1, t[n]):  # G(T) = prod over s < T of (1 - h(s))
-            # at risk of a censoring seen at s: observed beyond s, or censored at s
-            at_risk = sum(1 for u, c in zip(t, censored) if u > s or (u == s and c))
-            cens = sum(1 for u, c in zip(t, censored) if c and u == s)
-            G *= 1 - cens / at_risk
-        weights.append(1 / G)
-    return weights
+    return [0.0 if c else 1 / _loop_G(t, censored, int(u)) for u, c in zip(t, censored)]
 
 
-def _loop_interval(lo, hi, point, t, censored, alpha):
-    w = _loop_weights(t, censored)
+def _loop_known(t, censored, hi=None, length=None):
+    """Per item (T or None, weight): T known once entry tau = min(T, floor(hi), L - 1) is seen
+    (an item cut at L - 1 has T = L; one observed through floor(hi) is a known miss)."""
+    out = []
+    for n, (u, c) in enumerate(zip(t, censored)):
+        cap = math.inf if length is None else length - 1
+        if hi is not None:
+            cap = min(cap, max(math.floor(hi[n]), 1))
+        if not c:
+            out.append((float(u), 1 / _loop_G(t, censored, int(min(u, cap)))))
+        elif u >= cap:  # censored at or after tau: T > u >= cap
+            T = float(length) if length is not None and u >= length - 1 else None
+            out.append((T, 1 / _loop_G(t, censored, int(cap))))
+        else:
+            out.append((None, 0.0))
+    return out
+
+
+def _loop_interval(lo, hi, point, stored, censored, alpha, length=None):
+    known = _loop_known(stored, censored, length=length)
+    w = [k[1] for k in known]
+    t = [k[0] if k[0] is not None else 0.0 for k in known]
     W = sum(w)
     mean_t = sum(wi * ti for wi, ti in zip(w, t)) / W
-    cover = sum(wi for wi, a, b, ti in zip(w, lo, hi, t) if a <= ti <= b) / W
+    cover_known = _loop_known(stored, censored, hi, length)
+    Wc = sum(k[1] for k in cover_known)
+    cover = sum(k[1] for k, a, b in zip(cover_known, lo, hi) if k[0] is not None and a <= k[0] <= b) / Wc
     width = sum(b - a for a, b in zip(lo, hi)) / len(lo)
     mae = sum(wi * abs(ti - p) for wi, ti, p in zip(w, t, point)) / W
     scores = 0.0
@@ -224,8 +245,10 @@ def _loop_interval(lo, hi, point, t, censored, alpha):
             "interval_score": scores / W / mean_t}
 
 
-def _loop_crps(pmf, t, censored):
-    w = _loop_weights(t, censored)
+def _loop_crps(pmf, stored, censored):
+    known = _loop_known(stored, censored, length=len(pmf[0]))
+    w = [k[1] for k in known]
+    t = [k[0] if k[0] is not None else 0.0 for k in known]
     total = 0.0
     for wi, row, ti in zip(w, pmf, t):
         F, s = 0.0, 0.0
@@ -264,6 +287,10 @@ def test_ipcw_weights_and_metrics_are_the_plain_loops():
     point = (lo + hi) / 2 + rng.normal(size=120)
     got = metrics.interval_metrics(lo, hi, point, t, 0.8, censored)
     assert got == pytest.approx(_loop_interval(lo, hi, point, t, censored, 0.8), rel=1e-12)
+    # With L: an item cut at L - 1 has T = L, known at L - 1.
+    assert (censored & (t == 14)).any()
+    got = metrics.interval_metrics(lo, hi, point, t, 0.8, censored, length=15)
+    assert got == pytest.approx(_loop_interval(lo, hi, point, t, censored, 0.8, length=15), rel=1e-12)
     pmf = rng.dirichlet(np.ones(15), size=120)
     assert metrics.crps(pmf, t, censored) == pytest.approx(_loop_crps(pmf, t, censored), rel=1e-12)
     # No item censored: every weight is 1, the plain means.
@@ -273,7 +300,9 @@ def test_ipcw_weights_and_metrics_are_the_plain_loops():
     assert metrics.crps(pmf, t, none) == pytest.approx(metrics.crps(pmf, t), rel=1e-12)
     # Every item censored: nothing is known of T.
     assert all(math.isnan(v) for v in metrics.interval_metrics(lo, hi, point, t, 0.8, ~none).values())
-    assert math.isnan(metrics.crps(pmf, t, ~none))
+    assert math.isnan(metrics.crps(pmf, np.minimum(t, 13), ~none))
+    # ... but an item cut at L - 1 = 14 has T = L = 15: known, and it stands for the others.
+    assert metrics.crps(pmf, t, ~none) == pytest.approx(_loop_crps(pmf, t, ~none), rel=1e-12)
 
 
 def test_ipcw_recovers_the_uncensored_values_under_independent_censoring():
@@ -370,18 +399,23 @@ def test_score_with_censoring_counts_and_weighs():
     group = rng.random(90) < 0.5
     out, extras = score(est, seq, t, condition_class=0, groups={"half": group}, observed=observed, censored=censored)
     assert out["data/censored_items"] == censored.sum() and out["data/unobserved_entries"] == (~observed).sum()
-    assert out["marginal/ece"] == metrics.sequence_metrics(probs, seq, observed=observed)["ece"]
+    weights = survival.entry_weights(observed, t, censored)
+    assert out["marginal/ece"] == metrics.sequence_metrics(probs, seq, weights=weights)["ece"]
     keep = np.flatnonzero(seq[:, 0] == 0)
-    want = metrics.sequence_metrics(cond, seq[keep, 1:], observed=observed[keep, 1:])
+    want = metrics.sequence_metrics(cond, seq[keep, 1:], weights=weights[keep, 1:])
     assert out["conditional/ece"] == want["ece"] and out["conditional/brier"] == want["brier"]
-    assert out["interval/coverage"] == metrics.interval_metrics(lo, hi, est.point, t, 0.9, censored)["coverage"]
+    assert out["interval/coverage"] == metrics.interval_metrics(lo, hi, est.point, t, 0.9, censored,
+                                                                length=L)["coverage"]
     assert out["interval/crps"] == metrics.crps(est.time_pmf, t, censored)
-    w = _loop_weights(t, censored)
-    inside = [wi for wi, g, a, b, ti in zip(w, group, lo, hi, t) if g and a <= ti <= b]
-    assert out["interval/coverage_half"] == pytest.approx(sum(inside) / sum(wi for wi, g in zip(w, group) if g))
+    known = _loop_known(t, censored, hi, L)
+    inside = [k[1] for k, g, a, b in zip(known, group, lo, hi) if g and k[0] is not None and a <= k[0] <= b]
+    assert out["interval/coverage_half"] == pytest.approx(sum(inside) / sum(k[1] for k, g in zip(known, group) if g))
     plain, _ = score(est, seq, t, condition_class=0, groups={"half": group})
-    assert not any(k.startswith("data/") for k in plain) and set(out) - set(plain) == {
-        "data/censored_items", "data/unobserved_entries"}
+    assert not any(k.startswith("data/") or k.endswith("_se") for k in plain)
+    assert set(out) - set(plain) == {
+        "data/censored_items", "data/unobserved_entries", "data/entry_effective_items", "data/largest_entry_weight",
+        "data/effective_items", "data/coverage_effective_items", "data/largest_weight", "interval/coverage_se",
+        "interval/relative_width_se", "interval/relative_mae_se", "interval/interval_score_se", "interval/crps_se"}
 
 
 def _model(seed: int) -> Simulator:
@@ -510,4 +544,7 @@ def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
     with open(tmp_path / PER_ENTRY_FILE) as handle:
         reliability = json.load(handle)["test_per_entry"]["reliability"]
     for entry, curve in reliability.items():
-        assert sum(curve["count"]) == test.observed[:, int(entry) - 1].sum()
+        # the weighted curve: its counts are the sums of the observed items' weights
+        weights = survival.entry_weights(test.observed, test.time_to_event, test.censored)[:, int(entry) - 1]
+        assert sum(curve["count"]) == pytest.approx(weights.sum(), rel=1e-12)
+        assert weights.sum() > test.observed[:, int(entry) - 1].sum() or int(entry) == 1
