@@ -109,7 +109,7 @@ def test_the_report_names_the_absent_rows_and_the_censoring(tmp_path):
     notes = data_notes(dataset, {"image-blind": [{}], "none": [{}]})
     assert [n.split("`")[1] for n in notes[:3]] == ["image-Bayes", "oracle", "exact"]
     censored = int(dataset.test.censored.sum())
-    assert notes[3].startswith(f"Censoring: {censored} of {len(dataset.test)} test items")
+    assert notes[3].startswith("Split sizes") and notes[4].startswith(f"Censoring: {censored} of {len(dataset.test)} test items")
     full = load_dataset(_dataset(tmp_path, name="full", censor=False))
     assert not any(n.startswith("Censoring") for n in data_notes(full, {"exact": [{}], "oracle": [{}],
                                                                        "image-Bayes": [{}]}))
@@ -159,3 +159,26 @@ def test_a_dataset_too_small_to_tell_a_family_from_image_blind_is_refused_unless
                            sequences=rng.integers(0, 2, (n, 3)), classes=["a", "b", "end"], event="end", splits=splits)
     with pytest.raises(SearchError, match=f"test {MIN_SPLIT_ITEMS - 1} items"):
         check_split_sizes(parse_options(["--data", str(short)]))
+
+
+def test_the_search_refuses_a_tiny_dataset_before_it_starts(tmp_path, monkeypatch, capsys):
+    """The search's own entry point refuses a tiny dataset of one's own in one line (exit 2)
+    and leaves no run folder, state or MLflow store behind."""
+    from focus_tune.search import main
+
+    small = _dataset(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code = main(["--data", str(small), "--data-root", str(tmp_path / "cache")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "too small to search" in err[0] and "--allow-small" in err[0]
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_the_report_states_the_split_sizes_and_the_ece_floor_of_ones_own_data(tmp_path):
+    from focus_tune.data import load_dataset
+    from focus_tune.search.outputs import ECE_FLOOR, data_notes
+
+    notes = data_notes(load_dataset(_dataset(tmp_path)), {"exact": []})
+    (sizes,) = [n for n in notes if n.startswith("Split sizes")]
+    assert "train 42, validation 12, test 6 items" in sizes
+    assert f"{ECE_FLOOR[0] / 6 ** 0.5:.3f} ± {ECE_FLOOR[1] / 6 ** 0.5:.3f}" in sizes

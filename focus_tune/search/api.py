@@ -172,7 +172,8 @@ def _options(values: dict[str, Any], overrides: tuple[tuple[str, Any], ...]):
                 value = action.type(str(value)) if not isinstance(value, bool) else value
             except (argparse.ArgumentTypeError, ValueError) as err:
                 raise SearchError(f"{key}={value!r}: {err}") from None
-        if value is not None and action.choices is not None and value not in action.choices:
+        own_data = key == "game" and values.get("data") is not None  # a dataset's own name (checked with it)
+        if value is not None and action.choices is not None and value not in action.choices and not own_data:
             raise SearchError(f"{key}={value!r}: choose one of {', '.join(map(str, action.choices))}")
         if action.nargs == 0 and not isinstance(value, bool):  # store_true flags
             raise SearchError(f"{key}={value!r}: expected True or False")

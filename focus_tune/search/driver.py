@@ -22,7 +22,7 @@ from ..rates import resolve_pack
 from ..state import DiskFull
 from . import ray_runtime
 from .checks import check_game, load_config, load_splits
-from .cli import SearchOptions
+from .cli import SearchOptions, check_split_sizes
 from .lock import SearchLock
 from .storage import (STATE_FILE, SearchError, SearchState, check_resumable, check_storage, fingerprint,
                       remove_if_empty, run_dir, tune_storage, write_config)
@@ -43,6 +43,7 @@ class Prepared:
 def prepare(opts: SearchOptions) -> Prepared:
     """Validate the flags, the config, the dataset (its contents too) and the search state
     (the caller holds the run folder's lock: :func:`run`)."""
+    check_split_sizes(opts)  # a dataset of one's own too small to tell a family from image-blind
     cfg = load_config(opts)
     data_path = opts.data or ensure_dataset(opts.game, opts.profile, opts.data_root, seed=opts.seed)
     dataset = load_dataset(data_path)

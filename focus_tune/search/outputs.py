@@ -4,6 +4,7 @@ models, and their records in MLflow."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,11 +110,19 @@ def validation_scores(plan: SearchPlan, state: SearchState) -> dict[str, dict[in
     return out
 
 
+# A calibrated predictor's test ECE on n items, mean and SD ~ (a / sqrt(n), b / sqrt(n)): the
+# worked example's chain, 10 bins (benchmarks/bench_small_data.py: 0.0644 and 0.0090 at 180 items,
+# 0.0336 and 0.0047 at 640).
+ECE_FLOOR = (0.86, 0.12)
+
+
 def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
     """What the report says of the data beyond its tables: the reference rows this dataset
-    cannot have and why, and how much of its test split was censored (nothing for a built-in
-    scenario's generated data, which has every row and no censoring)."""
+    cannot have and why, the split sizes of one's own data with the ECE a calibrated predictor
+    reads at that test size, and how much of its test split was censored (nothing for a
+    built-in scenario's generated data, which has every row and no censoring)."""
     from ..baselines import EXACT, IMAGE_BAYES, ORACLE
+    from ..data import GAMES
 
     m, test = dataset.manifest, dataset.test
     why = {
@@ -123,6 +132,14 @@ def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
     }
     notes = [f"Row `{row}` is absent: it {reason}, which this dataset does not carry."
              for row, reason in why.items() if not rows.get(row)]
+    if m.scenario not in GAMES:  # one's own data: how far its sizes carry
+        sizes = {s: len(getattr(dataset, s)) for s in ("train", "val", "test")}
+        n = sizes["test"]
+        notes.append(f"Split sizes: train {sizes['train']}, validation {sizes['val']}, test {n} items. A calibrated "
+                     f"predictor's ECE is not 0 at this size: on the worked example's chain it is about "
+                     f"{ECE_FLOOR[0] / math.sqrt(n):.3f} ± {ECE_FLOOR[1] / math.sqrt(n):.3f} (mean ± SD over draws "
+                     f"of {n} test items; docs/DATA.md, 'How small'): read the rows against each other and the "
+                     "references, not against 0.")
     if m.censored:
         censored = int(test.censored.sum())
         unobserved = int((~test.observed).sum())
