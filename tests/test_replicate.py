@@ -278,6 +278,10 @@ def test_the_verdict_across_scenarios(tmp_path):
     subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--seeds", "0-3", "--storage",
                     str(storage), "--out", str(out), "--aggregate-only", "--tracking-uri",
                     f"sqlite:///{tmp_path / 'mlflow.db'}"], check=True, capture_output=True, timeout=120, cwd=tmp_path)
+    for r, wall in ((0, 540), (1, 600)):  # what scripts/verdict_replications.sh leaves beside each search
+        (out / "searches" / f"seed{r}").mkdir(parents=True)
+        (out / "searches" / f"seed{r}" / "provenance.json").write_text(json.dumps(
+            {"commit": "c9f0136" + "0" * 33, "cpu": "AMD EPYC with AVX-512", "cores": 2, "wall_s": wall}))
     proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate.verdict", "--out", str(tmp_path / "verdict"),
                            str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -296,6 +300,7 @@ def test_the_verdict_across_scenarios(tmp_path):
     md = (tmp_path / "verdict" / "verdict.md").read_text()
     assert "| H.E.R.O. | 4 |" in md and "0.095 → 0.048" in md and "0/4 |" in md
     assert (tmp_path / "verdict" / "verdict.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| H.E.R.O. | 2 | 9.5 min (9.0-10.0) | c9f0136 | AMD EPYC with AVX-512, 2 cores |" in md
     # Holm over all scenarios: two scenarios double the primary tests, the pooled adjustment is at
     # least each scenario's own
     s = json.loads((out / "replication.json").read_text())

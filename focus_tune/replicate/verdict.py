@@ -159,6 +159,30 @@ def notes(v: dict) -> list[str]:
         "the direction only."]
 
 
+def search_times(folders: dict[str, Path]) -> dict[str, dict]:
+    """Per scenario, the wall seconds of its replicated searches and where they ran, from the
+    ``searches/seed<r>/provenance.json`` files beside its replication (scripts/verdict_replications.sh)."""
+    out = {}
+    for game, folder in folders.items():
+        runs = [json.loads(f.read_text()) for f in sorted((folder / "searches").glob("seed*/provenance.json"))]
+        if runs:
+            out[game] = {"wall_s": [r["wall_s"] for r in runs], "cpus": sorted({f"{r['cpu']}, {r['cores']} cores"
+                                                                               for r in runs}),
+                         "commits": sorted({r["commit"][:7] for r in runs})}
+    return out
+
+
+def times_markdown(times: dict[str, dict]) -> list[str]:
+    """The search times table (docs/BENCHMARKS.md): minutes per quick search of each scenario."""
+    lines = ["| scenario | searches | wall time per search, mean (min-max) | commit | machine |",
+             "|---|---:|---|---|---|"]
+    for game, t in times.items():
+        minutes = np.array(t["wall_s"], dtype=float) / 60
+        lines.append(f"| {NAMES.get(game, game)} | {minutes.size} | {minutes.mean():.1f} min ({minutes.min():.1f}-"
+                     f"{minutes.max():.1f}) | {', '.join(t['commits'])} | {'; '.join(t['cpus'])} |")
+    return lines
+
+
 def plot(v: dict, path: Path) -> Path:
     """The forest plot: one panel per comparison, a row per scenario; dots: the searches, diamond
     and bar: the pooled mean and its 95 % t interval; a dotted line at zero."""
@@ -205,19 +229,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("folders", nargs="+", type=Path, help="replication folders (each with a replication.json)")
     ap.add_argument("--out", type=Path, required=True, help="where verdict.md, verdict.json and verdict.png go")
     args = ap.parse_args(argv)
-    replications = {}
+    replications, folders = {}, {}
     for folder in args.folders:
         path = folder / "replication.json"
         if not path.exists():
             ap.error(f"{path}: no replication.json (run python -m focus_tune.replicate first)")
         summary = json.loads(path.read_text())
-        replications[scenario_of(summary, folder)] = summary
+        game = scenario_of(summary, folder)
+        replications[game], folders[game] = summary, folder
     v = verdict(replications)
+    v["search_times"] = search_times(folders)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     plot(v, args.out / "verdict.png")
     text = ["# The verdict across scenarios", "", *markdown(v), "", *notes(v), "",
             "![paired differences per scenario](verdict.png)", ""]
+    if v["search_times"]:
+        text += ["## The searches' wall time", "", *times_markdown(v["search_times"]), "",
+                 "Each search alone on the machine named, or beside other work there: the times of one session "
+                 "are comparable only within it.", ""]
     (args.out / "verdict.md").write_text("\n".join(text))
     print("\n".join(markdown(v)))
     print(f"wrote {args.out / 'verdict.md'}, verdict.json, verdict.png")
