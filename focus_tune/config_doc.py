@@ -220,14 +220,18 @@ def generic_lines() -> list[str]:
     """The generic search space of one's own data, and its grids fitted to a few lengths L."""
     out = ["## Your own data: the generic search space", "",
            "A search of a dataset of your own (`--data DIR` without `--game`, without `--space`) uses the "
-           f"generic search space (`focus_tune/generic_space.py`): the training sections of `{TEMPLATE}` "
-           "(the values of hero in the table above, for every profile), the paper's lr of every scenario but H.E.R.O. (1e-5) at the top "
+           f"generic search space (`focus_tune/generic_space.py`), `search_spaces/{TEMPLATE}`: the training budgets "
+           "the built-in quick profile was measured on (the values of hero in the table above, for every profile; a "
+           "file of its own, so that retuning a built-in scenario leaves every own-data search as it is), the "
+           "paper's lr of every scenario but H.E.R.O. (1e-5) at the top "
            "level, and each profile's grid with k1 and k2 fitted to the data's length L: k2's grid was set for "
            f"L = {GRID_LENGTH}, so for a shorter L each k2 keeps its share of the length, "
            f"1 + round((k2 - 1) L / {GRID_LENGTH}), capped at L (a longer L keeps the grid), and "
            "k1 = min(k1, L - 1), so that the joint stage has entries left to regularize. "
            "`python -m focus_tune.search --data DIR --print-config` writes it out for editing, and `--set` "
-           "applies to it as to a built-in one.", "",
+           "applies to it as to a built-in one. `python -m focus_tune.recipe --data DIR` searches a training "
+           "recipe for the data itself (Ray Tune's OptunaSearch and ASHAScheduler on the validation CE) and writes "
+           "this space with the recipe found as the quick profile's `train:` (docs/GUIDE.md).", "",
            "| L | " + " | ".join(f"{p}: k1, k2" for p in PROFILES) + " |", "|---:|" + "---|" * len(PROFILES)]
     for length in GENERIC_LENGTHS:
         raw = generic_space("mine", length)

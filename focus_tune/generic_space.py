@@ -1,16 +1,19 @@
 """The search space of a dataset that is not a built-in scenario (``--data DIR`` without ``--game``).
 
-It is the paper's procedure and grids with the built-in profiles' training budgets: the
-training sections of ``search_spaces/hero.yaml`` (the recipe the quick profile was measured
-on, docs/RESULTS.md), the paper's lr for every scenario but H.E.R.O. (1e-5, App. C.3) at the
-top level, and each profile's grid with k1 and k2 fitted to the data's length L:
+It is ``search_spaces/generic.yaml``: the paper's procedure and grids with the training budgets
+the built-in quick profile was measured on (H.E.R.O.'s, docs/RESULTS.md; a file of its own, so
+that retuning a built-in scenario leaves every own-data search unchanged), the paper's lr for
+every scenario but H.E.R.O. (1e-5, App. C.3) at the top level, and each profile's grid with k1
+and k2 fitted to the data's length L:
 
 * k2's grid was set for L = 100 (FaceMed; the games reuse it at L = 200-300): for L <= 100,
   each k2 keeps its share of the length, 1 + round((k2 - 1) L / 100), capped at L;
   above 100, the grid stays as it is;
 * k1 = min(k1, L - 1), so that the joint stage has entries left to regularize.
 
-``python -m focus_tune.search --data DIR --print-config`` writes the result out for editing.
+``python -m focus_tune.search --data DIR --print-config`` writes the result out for editing;
+``python -m focus_tune.recipe --data DIR`` searches a training recipe for the data itself and
+writes this space with it (``focus_tune.recipe``).
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from typing import Any
 from .config import SPACES_DIR, ConfigError, SearchConfig, parse_search_space
 from .yaml_strict import read_yaml
 
-TEMPLATE = "hero.yaml"  # whose profiles' training budgets the generic space takes
-PAPER_LR = 1.0e-5  # App. C.3: every scenario but H.E.R.O.
+TEMPLATE = "generic.yaml"  # the generic space before its grids are fitted to L
+PAPER_LR = 1.0e-5  # App. C.3: every scenario but H.E.R.O. (generic.yaml's top-level lr)
 GRID_LENGTH = 100  # the length the paper's k2 grid was set for
 
 
@@ -52,7 +55,6 @@ def generic_space(name: str, length: int) -> dict[str, Any]:
                           "(one chosen alone, one for the joint stage)")
     raw = copy.deepcopy(read_yaml(SPACES_DIR / TEMPLATE, TEMPLATE))
     raw["game"] = name
-    raw["train"]["lr"] = PAPER_LR
     raw["grid"] = fit_grid(raw["grid"], length)
     for body in raw.get("profiles", {}).values():
         if body and "grid" in body:
@@ -62,5 +64,5 @@ def generic_space(name: str, length: int) -> dict[str, Any]:
 
 def generic_config(name: str, length: int, profile: str) -> SearchConfig:
     """:func:`generic_space` resolved for ``profile``, validated like a file's."""
-    source = SPACES_DIR / f"generic ({TEMPLATE}'s budgets, fitted to L = {length})"
+    source = SPACES_DIR / f"{TEMPLATE} (fitted to L = {length})"
     return parse_search_space(generic_space(name, length), profile, source)
