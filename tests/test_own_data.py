@@ -182,3 +182,17 @@ def test_the_report_states_the_split_sizes_and_the_ece_floor_of_ones_own_data(tm
     (sizes,) = [n for n in notes if n.startswith("Split sizes")]
     assert "train 42, validation 12, test 6 items" in sizes
     assert f"{ECE_FLOOR[0] / 6 ** 0.5:.3f} ± {ECE_FLOOR[1] / 6 ** 0.5:.3f}" in sizes
+
+
+def test_the_report_says_what_censoring_costs_the_numbers():
+    from focus_tune.search.outputs import censored_noise_notes
+
+    row = {"test/data/effective_items": 212.4, "test/data/coverage_effective_items": 230.0,
+           "test/data/largest_weight": 3.21, "test/data/entry_effective_items": 41.0,
+           "test/interval/coverage_se": 0.0123, "test/interval/relative_width_se": 0.07}
+    (note,) = censored_noise_notes({"none": [row]})
+    assert "about 212 effective items (coverage: 230" in note and "largest weight 3.21" in note
+    assert "at least 41 at an entry" in note and "coverage ± 0.012, relative width ± 0.070" in note
+    flagged = censored_noise_notes({"image-blind": [{**row, "test/data/positivity": 7.0}]})
+    assert flagged[0].startswith("Positivity: no item is observed past entry 6") and "`image-blind`" in flagged[1]
+    assert censored_noise_notes({"none": [{}]}) == []

@@ -148,7 +148,37 @@ def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
                      "(item, entry) pairs are unobserved. Every metric uses the observed pairs only; the "
                      "time-to-event metrics weigh the uncensored items by the inverse probability of censoring "
                      "(docs/METRICS.md, 'Censored items').")
+        notes += censored_noise_notes(rows)
     return notes
+
+
+def censored_noise_notes(rows: dict[str, list[dict]]) -> list[str]:
+    """What censoring costs the numbers, from the test results' censored-data keys
+    (focus_tune.metrics / evaluation on censored data): the positivity check's flag, the
+    effective number of items behind the weighted metrics with the largest weight, and each
+    time-to-event metric's sampling SE over the test items (the bootstrap of the first model
+    row that has it: the items' noise, beside the tables' noise over seeds)."""
+    from ..survival import positivity_note
+
+    family, row = next(((f, r) for f in ("none", "constant", "time-dependent", "image-blind", "exact")
+                        for r in rows.get(f, []) if "test/data/effective_items" in r), (None, None))
+    if row is None:
+        return []
+    out = []
+    entry = row.get("test/data/positivity")
+    if entry is not None and math.isfinite(entry):
+        out.append(f"Positivity: {positivity_note(int(entry))} (`n/a` in the tables).")
+    value = lambda key: row.get(f"test/{key}", float("nan"))  # noqa: E731
+    ses = ", ".join(f"{label} ± {value(f'interval/{key}_se'):.3f}" for label, key in
+                    (("coverage", "coverage"), ("relative width", "relative_width"), ("relative MAE", "relative_mae"),
+                     ("interval score", "interval_score"), ("CRPS", "crps")) if math.isfinite(value(f"interval/{key}_se")))
+    out.append(f"Censoring's noise: the weighted time-to-event metrics rest on about {value('data/effective_items'):.0f} "
+               f"effective items (coverage: {value('data/coverage_effective_items'):.0f}; Kish's (sum w)^2 / sum w^2, "
+               f"largest weight {value('data/largest_weight'):.2f}), the entry-level ones on at least "
+               f"{value('data/entry_effective_items'):.0f} at an entry."
+               + (f" Sampling SE over the test items (bootstrap, Ĝ re-estimated; `{family}`'s first "
+                  f"seed): {ses}." if ses else ""))
+    return out
 
 
 def search_description(opts: SearchOptions, schedules: dict[str, str], folder: Path) -> str:
