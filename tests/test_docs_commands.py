@@ -189,8 +189,9 @@ CLASSES_SEEN = ("ok", "warn", "fail", "END")  # README's example's event is fail
 
 def write_inputs(folder: Path) -> None:
     """What the pages' commands read: ``items.csv`` (images, sequences, a ``site`` column),
-    ``items.npz``, and ``a10g_rates.json`` (as ``gpu_check.py --rates-out`` writes on an A10G,
-    which the shown command before it cannot run here)."""
+    ``items.npz``, ``photos/`` (an imagefolder tree: train/, validation/, test/), and
+    ``a10g_rates.json`` (as ``gpu_check.py --rates-out`` writes on an A10G, which the shown
+    command before it cannot run here)."""
     rng = np.random.default_rng(0)
     (folder / "images").mkdir(parents=True)
     sequences = ["ok ok warn fail", "ok END", "ok warn", "warn warn fail", "ok ok ok END", "ok"]
@@ -202,6 +203,16 @@ def write_inputs(folder: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=["image", "sequence", "site"])
         writer.writeheader()
         writer.writerows(rows)
+    for split, count, fmt in (("train", 10, "csv"), ("validation", 4, "jsonl"), ("test", 4, "csv")):
+        # photos/: an imagefolder tree (DATA.md, "An imagefolder"), a metadata file per split folder
+        (folder / "photos" / split).mkdir(parents=True)
+        items = [(f"{i}.png", sequences[i % len(sequences)]) for i in range(count)]
+        for file_name, _ in items:
+            pixels = np.random.default_rng(len(file_name)).integers(0, 256, (8, 8, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(folder / "photos" / split / file_name)
+        lines = ([json.dumps({"file_name": f, "sequence": s.split()}) for f, s in items] if fmt == "jsonl"
+                 else ["file_name,sequence", *(f"{f},{s}" for f, s in items)])
+        (folder / "photos" / split / f"metadata.{fmt}").write_text("\n".join(lines) + "\n")
     ids = {name: k for k, name in enumerate(CLASSES_SEEN)}
     seqs = np.full((30, 5), -1, dtype=np.int64)
     for i in range(30):

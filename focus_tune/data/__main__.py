@@ -5,11 +5,14 @@
     python -m focus_tune.data import-utkface PATH --out DIR [--image-size 64]
     python -m focus_tune.data import-table TABLE --out DIR --event CLASS [...]   # your own data
     python -m focus_tune.data import-arrays FILE.npz --out DIR --event CLASS [...]
+    python -m focus_tune.data import-folder FOLDER --out DIR --event CLASS [...]   # imagefolder layout
     python -m focus_tune.data info DIR
 
-import-table reads a CSV or Parquet table, one row per item: an image file path and its
-class-name sequence (docs/DATA.md, "Your own data"); import-arrays an .npz of images,
-sequences (-1 unobserved) and class names.
+import-table reads a CSV, Parquet or JSON Lines table, one row per item: an image file path
+and its class-name sequence (docs/DATA.md, "Your own data"); import-folder a folder of images
+in Hugging Face datasets' imagefolder layout (a metadata.csv or metadata.jsonl with a file_name
+column; train/ validation/ test/ split folders, each with its own); import-arrays an .npz of
+images, sequences (-1 unobserved) and class names.
 """
 from __future__ import annotations
 
@@ -53,29 +56,27 @@ def get_parser() -> argparse.ArgumentParser:
     utk.add_argument("--length", type=positive_int, default=None, help="padded length L in years (default: 100)")
     utk.add_argument("--seed", type=non_negative_int, default=0)
 
-    table = commands.add_parser("import-table", help="import your own data: a CSV or Parquet table of image "
-                                "paths and class-name sequences")
+    table = commands.add_parser("import-table", help="import your own data: a CSV, Parquet or JSON Lines table "
+                                "of image paths and class-name sequences")
     table.add_argument("path", type=Path, nargs="?", metavar="TABLE",
-                       help="CSV or Parquet, one row per item (give it before a list flag such as --classes)")
+                       help="CSV, Parquet or JSON Lines (.jsonl), one row per item (give it before a list flag "
+                            "such as --classes)")
     _own_data_flags(table)
-    table.add_argument("--length", type=positive_int, help="padded length L (default: the longest sequence)")
-    table.add_argument("--truncate", action="store_true", help="cut sequences longer than --length (else refused)")
-    table.add_argument("--classes", nargs="+", metavar="CLASS",
-                       help="the class names in id order, separated by spaces or commas (default: those seen, "
-                            "sorted; given, a sequence's class not among them is refused)")
-    table.add_argument("--image-size", type=positive_int, nargs=2, metavar=("H", "W"),
-                       help="resize every image (required when their sizes differ)")
-    table.add_argument("--channels", type=int, choices=(1, 3),
-                       help="1 (grayscale) or 3 (RGB); default: 1 if every image is grayscale, else 3")
+    _table_flags(table)
     table.add_argument("--images", type=Path, metavar="ROOT",
                        help="folder that relative image paths start from (default: the table's folder)")
     table.add_argument("--image-column", default="image", metavar="COL", help="(default: image)")
-    table.add_argument("--sequence-column", default="sequence", metavar="COL", help="(default: sequence)")
-    split = table.add_mutually_exclusive_group()
-    split.add_argument("--split-column", metavar="COL", help="column of train / val / test per row")
-    split.add_argument("--group-column", metavar="COL",
-                       help="split 70/20/10 by this column's values: a group never spans two splits")
+    _split_flags(table)
 
+    folder = commands.add_parser("import-folder", help="import your own data: a folder of images in the "
+                                 "imagefolder layout (metadata.csv or metadata.jsonl, file_name column)")
+    folder.add_argument("path", type=Path, nargs="?", metavar="FOLDER",
+                        help="images with a metadata.csv or metadata.jsonl (file_name: the image's path relative "
+                             "to it; the sequence column), or train/, validation/ (or val/), test/ folders, each "
+                             "with its own (give FOLDER before a list flag such as --classes)")
+    _own_data_flags(folder)
+    _table_flags(folder)
+    _split_flags(folder, " (one metadata file at the top only: split folders give the splits)")
     arrays = commands.add_parser("import-arrays", help="import your own data: an .npz of images, sequences "
                                  "and class names")
     arrays.add_argument("path", type=Path, nargs="?", metavar="FILE.npz",
@@ -104,23 +105,49 @@ def _own_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the 70/20/10 split")
 
 
+def _table_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--length", type=positive_int, help="padded length L (default: the longest sequence)")
+    parser.add_argument("--truncate", action="store_true", help="cut sequences longer than --length (else refused)")
+    parser.add_argument("--classes", nargs="+", metavar="CLASS",
+                        help="the class names in id order, separated by spaces or commas (default: those seen, "
+                             "sorted; given, a sequence's class not among them is refused)")
+    parser.add_argument("--image-size", type=positive_int, nargs=2, metavar=("H", "W"),
+                        help="resize every image (required when their sizes differ)")
+    parser.add_argument("--channels", type=int, choices=(1, 3),
+                        help="1 (grayscale) or 3 (RGB); default: 1 if every image is grayscale, else 3")
+    parser.add_argument("--sequence-column", default="sequence", metavar="COL", help="(default: sequence)")
+
+
+def _split_flags(parser: argparse.ArgumentParser, note: str = "") -> None:
+    split = parser.add_mutually_exclusive_group()
+    split.add_argument("--split-column", metavar="COL", help="column of train / val / test per row" + note)
+    split.add_argument("--group-column", metavar="COL",
+                       help="split 70/20/10 by this column's values: a group never spans two splits" + note)
+
+
 LIST_FLAGS = ("classes", "absorbing")  # nargs="+": each takes every word after it
-_INPUT_SUFFIXES = (".csv", ".tsv", ".txt", ".parquet", ".pq", ".npz")
+_INPUT_SUFFIXES = (".csv", ".tsv", ".txt", ".parquet", ".pq", ".jsonl", ".ndjson", ".npz")
+_INPUT_NAME = {"import-table": "TABLE", "import-arrays": "FILE.npz", "import-folder": "FOLDER"}
 
 
 def _own_data_lists(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The list flags of the importers split at commas too (--classes ok,warn,fail); the input
     file swallowed by a list flag before it (--classes ok warn fail items.csv) is taken back
-    when it names a file or ends like one, else one line says where it goes."""
+    when it names a file or ends like one (import-folder: a folder), else one line says where
+    it goes."""
     for flag in LIST_FLAGS:
         values = getattr(args, flag, None)
         if values is not None:
             setattr(args, flag, [part for v in values for part in v.split(",") if part])
-    what = "TABLE" if args.command == "import-table" else "FILE.npz"
+    what = _INPUT_NAME[args.command]
+
+    def an_input(word: str) -> bool:
+        if args.command == "import-folder":
+            return Path(word).is_dir()
+        return Path(word).is_file() or Path(word).suffix.lower() in _INPUT_SUFFIXES
+
     if args.path is None:
-        found = [flag for flag in LIST_FLAGS if getattr(args, flag, None)
-                 and (Path(getattr(args, flag)[-1]).is_file()
-                      or Path(getattr(args, flag)[-1]).suffix.lower() in _INPUT_SUFFIXES)]
+        found = [flag for flag in LIST_FLAGS if getattr(args, flag, None) and an_input(getattr(args, flag)[-1])]
         if len(found) == 1:
             args.path = Path(getattr(args, found[0]).pop())
         else:
@@ -136,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = get_parser()
     args = parser.parse_args(argv)
-    if args.command in ("import-table", "import-arrays"):
+    if args.command in _INPUT_NAME:
         _own_data_lists(parser, args)
     start = time.perf_counter()
     try:
@@ -164,6 +191,15 @@ def main(argv: list[str] | None = None) -> int:
                                 sequence_column=args.sequence_column, split_column=args.split_column,
                                 group_column=args.group_column, seed=args.seed, truncate=args.truncate,
                                 command=command_line(argv))
+        elif args.command == "import-folder":
+            from .importing import command_line, import_folder
+
+            path = import_folder(args.path, args.out, event=args.event, absorbing=args.absorbing,
+                                 length=args.length, name=args.name, classes=args.classes,
+                                 condition=args.condition, image_size=args.image_size, channels=args.channels,
+                                 sequence_column=args.sequence_column, split_column=args.split_column,
+                                 group_column=args.group_column, seed=args.seed, truncate=args.truncate,
+                                 command=command_line(argv))
         elif args.command == "import-arrays":
             from .importing import command_line, import_arrays
 

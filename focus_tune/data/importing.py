@@ -3,6 +3,7 @@
     write_dataset(out, images=..., sequences=..., classes=[...], event="END")   # arrays
     python -m focus_tune.data import-table items.csv --out data/mine --event END
     python -m focus_tune.data import-arrays items.npz --out data/mine --event END
+    python -m focus_tune.data import-folder photos --out data/mine --event END   # imagefolder layout
 
 A sequence holds the observed entries, -1 for the unobserved ones (only at the end: a
 right-censored suffix). After the event, the one absorbing class, nothing changes: the rest
@@ -16,6 +17,7 @@ the row and the entry, and leaves nothing at the destination.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -446,24 +448,112 @@ def _file_info(path: Path, kind: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- a table
 
 
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
 def read_table(path: Path, text_columns: Sequence[str]):
-    """A CSV or Parquet file as a pyarrow Table (Parquet by suffix or magic bytes, else CSV);
-    in a CSV the ``text_columns`` stay strings."""
+    """A CSV, Parquet or JSON Lines file as (pyarrow Table, format, line numbers): Parquet by
+    suffix or magic bytes, JSON Lines by suffix (.jsonl, .ndjson; its rows' line numbers, for
+    messages; else None), else CSV; in a CSV the ``text_columns`` stay strings."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     if not path.is_file():
         raise DataError(f"{path}: no such table file")
+    if path.suffix.lower() in JSONL_SUFFIXES:
+        return read_jsonl(path)
     try:
         with open(path, "rb") as handle:
             parquet = handle.read(4) == b"PAR1" or path.suffix.lower() in (".parquet", ".pq")
         if parquet:
-            return pq.read_table(path), "parquet"
+            return pq.read_table(path), "parquet", None
         types = {c: pa.string() for c in text_columns if c}
-        return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types)), "csv"
+        return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types)), "csv", None
     except (pa.ArrowException, OSError, ValueError) as err:
         raise DataError(f"{path}: unreadable table ({short(' '.join(str(err).split()), 160)})") from err
+
+
+def read_jsonl(path: Path):
+    """A JSON Lines file, one object per line (blank lines skipped), as (pyarrow Table, "jsonl",
+    the rows' line numbers); a key missing from a row is null there. DataError naming the line
+    of a malformed one, or the key whose values mix types."""
+    import pyarrow as pa
+
+    rows, lines, keys = [], [], {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise DataError(f"{path}: line {number}: not JSON ({err.msg} at column {err.colno})") from None
+                if not isinstance(row, dict):
+                    raise DataError(f"{path}: line {number}: a JSON {type(row).__name__}, expected an object "
+                                    '({"file_name": ..., "sequence": ...})')
+                rows.append(row)
+                lines.append(number)
+                keys.update(dict.fromkeys(row))
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not UTF-8 text ({short(str(err), 100)})") from None
+    except OSError as err:
+        raise DataError(f"{path}: unreadable ({short(str(err), 100)})") from None
+    columns = {}
+    for key in keys:
+        try:
+            columns[key] = pa.array([row.get(key) for row in rows])
+        except (pa.ArrowException, ValueError, TypeError, OverflowError) as err:
+            raise DataError(f"{path}: key {short(key, 40)} holds values of different types "
+                            f"({short(' '.join(str(err).split()), 100)})") from None
+    return pa.table(columns) if columns else pa.table({}), "jsonl", lines
+
+
+class Rows:
+    """Where row r of the rows imported comes from, for messages: a table's row (counted from
+    1, a CSV header not counted) or a JSON Lines file's line; the split folders' metadata files
+    read as one table. ``str()`` names the source as a whole (the file, or the folder)."""
+
+    def __init__(self, name: str | os.PathLike):
+        self.name = str(name)
+        self.parts: list[tuple[str, int, list[int] | None]] = []  # (file, its first row, its line numbers)
+        self.n = 0
+
+    def add(self, file: str | os.PathLike, count: int, lines: list[int] | None = None) -> None:
+        self.parts.append((str(file), self.n, lines))
+        self.n += count
+
+    def __str__(self) -> str:
+        return self.name
+
+    def _locate(self, r: int) -> tuple[str, str]:
+        for file, start, lines in reversed(self.parts):
+            if r >= start:
+                k = r - start
+                return file, (f"line {lines[k]}" if lines is not None else f"row {k + 1}")
+        return self.name, f"row {r + 1}"
+
+    def at(self, r: int) -> str:
+        """'FILE: row k' (or 'FILE: line k')."""
+        file, where = self._locate(r)
+        return f"{file}: {where}"
+
+    def rel(self, r: int) -> str:
+        """'row k' within the one file, else 'FILE row k'."""
+        file, where = self._locate(r)
+        return where if len(self.parts) <= 1 else f"{file} {where}"
+
+    def files(self) -> tuple[str, ...]:
+        return (self.name, *(file for file, _, _ in self.parts))
+
+
+def _at(source, r: int) -> str:
+    return source.at(r) if isinstance(source, Rows) else f"{source}: row {r + 1}"
+
+
+def _rel(source, r: int) -> str:
+    return source.rel(r) if isinstance(source, Rows) else f"row {r + 1}"
 
 
 def _column(table, path: Path, column: str, flag: str):
@@ -488,7 +578,7 @@ def _sequence_tokens(table, path: Path, column: str) -> list[list[str]]:
         out = []
         for r, v in enumerate(rows):
             if v is not None and any(t is None for t in v):
-                raise DataError(f"{path}: row {r + 1}: column {column!r} holds a null entry")
+                raise DataError(f"{_at(path, r)}: column {column!r} holds a null entry")
             out.append([] if v is None else [str(t) for t in v])
         return out
     raise DataError(f"{path}: column {column!r} has type {typ}; expected class names separated by spaces "
@@ -501,9 +591,9 @@ def _check_tokens(tokens: list[list[str]], path: Path, column: str) -> None:
     for r, row in enumerate(tokens):
         for i, t in enumerate(row):
             if not t.strip():
-                raise DataError(f"{path}: row {r + 1}: entry {i + 1} of column {column!r} is an empty class name")
+                raise DataError(f"{_at(path, r)}: entry {i + 1} of column {column!r} is an empty class name")
             if t.strip() == str(UNOBSERVED):
-                raise DataError(f"{path}: row {r + 1}: entry {i + 1} of column {column!r} is -1; a table's "
+                raise DataError(f"{_at(path, r)}: entry {i + 1} of column {column!r} is -1; a table's "
                                 "sequence lists the observed classes by name: end it early to leave the rest "
                                 "unobserved (-1 means unobserved only in import-arrays)")
 
@@ -535,36 +625,67 @@ def import_table(
     truncate: bool = False,
     command: str | None = None,
 ) -> Path:
-    """Import a CSV or Parquet table, one row per item (the `import-table` command; docs/DATA.md).
+    """Import a CSV, Parquet or JSON Lines table, one row per item (the `import-table` command;
+    docs/DATA.md).
 
     The image column holds a PNG or JPEG path (relative to the table's folder or to
     ``images_root``, or absolute), the sequence column class names (separated by spaces in
-    a CSV, a list in Parquet); other numeric columns become per-item extras. Rows in error
-    messages count from 1, the CSV header not counted.
+    a CSV, a list in Parquet; either in JSON Lines); other numeric columns become per-item
+    extras. Rows in error messages count from 1, the CSV header not counted; a JSON Lines
+    file's are named by their line.
     """
     path = Path(table)
     out = check_out(out)
     name = _default_name(out, name, "--name")
     if split_column and group_column:
         raise DataError("give --split-column or --group-column, not both")
+    _check_table_flags(channels, truncate, length)
+    data, kind, lines = read_table(path, (image_column, sequence_column, split_column, group_column))
+    if data.num_rows == 0:
+        raise DataError(f"{path}: the table has no rows")
+    rows = Rows(path)
+    rows.add(path, data.num_rows, lines)
+    root = Path(images_root) if images_root else path.parent
+    paths = _image_paths(data, rows, image_column, root)
+    details = {
+        "command": command,
+        "table": {**_file_info(path, kind), "rows": data.num_rows},
+        "images_root": str(root.resolve()),
+    }
+    return _import_rows(data, rows, paths, out, event=event, absorbing=absorbing, length=length, name=name,
+                        classes=classes, condition=condition, image_size=image_size, channels=channels,
+                        image_column=image_column, sequence_column=sequence_column, split_column=split_column,
+                        group_column=group_column, seed=seed, truncate=truncate, details=details,
+                        source=f"table {path.resolve()}", generator="import-table")
+
+
+def _check_table_flags(channels: int | None, truncate: bool, length: int | None) -> None:
     if channels not in (None, 1, 3):
         raise DataError(f"--channels {channels}: expected 1 or 3")
     if truncate and length is None:
         raise DataError("--truncate cuts sequences at --length: give --length L with it")
     if length is not None:
         check_length(length, f"--length {length}")
-    data, kind = read_table(path, (image_column, sequence_column, split_column, group_column))
+
+
+def _import_rows(data, rows: Rows, paths: list[Path], out: Path, *, event: str, absorbing: Sequence[str] | None,
+                 length: int | None, name: str, classes: Sequence[str] | None, condition: str | None,
+                 image_size: tuple[int, int] | None, channels: int | None, image_column: str,
+                 sequence_column: str, split_column: str | None, group_column: str | None, seed: int,
+                 truncate: bool, details: dict[str, Any], source: str, generator: str,
+                 splits: np.ndarray | None = None, split_rule: str | None = None) -> Path:
+    """The rows of a table (or of the split folders' tables read as one; ``splits`` then gives
+    each row's split) into a dataset at ``out``: the sequences' classes, the splits and the
+    extras checked before any image is decoded; DataError naming ``rows``' file and row."""
+    path = rows
     n = data.num_rows
-    if n == 0:
-        raise DataError(f"{path}: the table has no rows")
-    paths = _image_paths(data, path, image_column, Path(images_root) if images_root else path.parent)
     tokens = _sequence_tokens(data, path, sequence_column)
     _check_tokens(tokens, path, sequence_column)
 
     if classes is None:
         seen = {t for row in tokens for t in row}
         if not seen:
-            raise DataError(f"{path}: row 1: empty sequence (no entry in column {sequence_column!r})")
+            raise DataError(f"{_at(path, 0)}: empty sequence (no entry in column {sequence_column!r})")
         names = _sorted_names(seen)
         for flag, refs in (("--event", [event]), ("--absorbing", absorbing or []), ("--condition", [condition])):
             for ref in refs:
@@ -593,44 +714,43 @@ def import_table(
     for r, row in enumerate(tokens):
         if len(row) > L:
             if not truncate:
-                raise DataError(f"{path}: row {r + 1}: {len(row)} entries, longer than --length {L} "
+                raise DataError(f"{_at(path, r)}: {len(row)} entries, longer than --length {L} "
                                 "(cut sequences at L with --truncate)")
             row = row[:L]
             truncated += 1
         for i, t in enumerate(row):
             c = index.get(t)
             if c is None:
-                raise DataError(f"{path}: row {r + 1}: class {short(t, 40)} (entry {i + 1}) is not one of "
+                raise DataError(f"{_at(path, r)}: class {short(t, 40)} (entry {i + 1}) is not one of "
                                 f"--classes ({', '.join(names[:20])})")
             sequences[r, i] = c
 
-    splits = groups = None
+    groups = None
     if split_column:
         splits = np.array([str(v).strip() if v is not None else "" for v in
                            _column(data, path, split_column, "--split-column").to_pylist()])
     if group_column:
         values = _column(data, path, group_column, "--group-column").to_pylist()
         if None in values:
-            raise DataError(f"{path}: row {values.index(None) + 1}: no group in column {group_column!r}")
+            raise DataError(f"{_at(path, values.index(None))}: no group in column {group_column!r}")
         groups = np.array([str(v) for v in values])
     used = {image_column, sequence_column, split_column}
     extras, ignored = _numeric_columns(data, used)
 
-    where = lambda r: f"{path}: row {r + 1}"  # noqa: E731
+    where = lambda r: _at(path, r)  # noqa: E731
     # Everything cheap is checked before a single image is decoded.
     complete_sequences(sequences, names, [index[a] for a in (absorbing or [event])], where)
-    rule = (f"given (column {split_column!r})" if split_column else
-            f"seeded random 70/20/10 of the groups (column {group_column!r})" if group_column else None)
+    rule = split_rule or (f"given (column {split_column!r})" if split_column else
+                          f"seeded random 70/20/10 of the groups (column {group_column!r})" if group_column
+                          else None)
     try:
         assign_splits(n, splits=splits, groups=groups, seed=seed, where=where, rule=rule)
     except DataError as err:
-        raise DataError(f"{path}: {err}") from None
+        raise DataError(_prefixed(str(err), path)) from None
     images, image_info = read_images(paths, path, image_size=image_size, channels=channels)
 
     details = {
-        "command": command,
-        "table": {**_file_info(path, kind), "rows": n},
-        "images_root": str((Path(images_root) if images_root else path.parent).resolve()),
+        **details,
         "columns": {"image": image_column, "sequence": sequence_column,
                     **({"split": split_column} if split_column else {}),
                     **({"group": group_column} if group_column else {})},
@@ -642,11 +762,155 @@ def import_table(
     try:
         return write_dataset(out, images=images, sequences=sequences, classes=names, event=event,
                              absorbing=absorbing, splits=splits, groups=groups, seed=seed, name=name,
-                             condition=condition, extras=extras, source=f"table {path.resolve()}",
-                             details=details, generator="import-table", split_rule=rule, where=where)
+                             condition=condition, extras=extras, source=source,
+                             details=details, generator=generator, split_rule=rule, where=where)
     except DataError as err:
-        message = str(err)
-        raise DataError(message if message.startswith(str(path)) else f"{path}: {message}") from None
+        raise DataError(_prefixed(str(err), path)) from None
+
+
+def _prefixed(message: str, rows: Rows) -> str:
+    """``message``, prefixed with the source's name unless it names one of its files first."""
+    return message if message.startswith(rows.files()) else f"{rows}: {message}"
+
+
+# ----------------------------------------------------------------------------- an imagefolder
+
+METADATA_FILES = ("metadata.csv", "metadata.jsonl")
+IMAGE_COLUMN = "file_name"  # the imagefolder layout's (Hugging Face datasets)
+# The split folders of the layout, by the store's split: the names it takes.
+SPLIT_FOLDERS = {"train": ("train",), "val": ("validation", "val"), "test": ("test",)}
+
+
+def _metadata_file(folder: Path) -> Path | None:
+    found = [folder / f for f in METADATA_FILES if (folder / f).is_file()]
+    if len(found) > 1:
+        raise DataError(f"{folder}: both metadata.csv and metadata.jsonl; keep one")
+    return found[0] if found else None
+
+
+def find_metadata(root: Path) -> list[tuple[str | None, Path]]:
+    """The metadata files of an imagefolder tree: [(split, file)] of its split folders (train/,
+    validation/ or val/, test/, each with its own metadata.csv or metadata.jsonl), or
+    [(None, file)] of one at the top. DataError naming the folder when there is none, when
+    both are there, or when a split folder is missing or lacks its file."""
+    if not root.is_dir():
+        raise DataError(f"{root}: no such folder (the imagefolder layout: a folder of images with a "
+                        "metadata.csv or metadata.jsonl)")
+    top = _metadata_file(root)
+    folders: dict[str, Path] = {}
+    for split, names in SPLIT_FOLDERS.items():
+        present = [root / d for d in names if (root / d).is_dir()]
+        if len(present) > 1:
+            raise DataError(f"{root}: both {present[0].name}/ and {present[1].name}/; keep one validation folder")
+        if present:
+            folders[split] = present[0]
+    with_files = {split: _metadata_file(d) for split, d in folders.items()}
+    with_files = {split: f for split, f in with_files.items() if f is not None}
+    if top is not None:
+        if with_files:
+            inner = ", ".join(str(f.relative_to(root)) for f in with_files.values())
+            raise DataError(f"{root}: a {top.name} at the top and in split folders ({inner}); keep one: the top "
+                            "one for a 70/20/10 split (or its own split column), or one per split folder")
+        return [(None, top)]
+    if not with_files:
+        where = f" or in {', '.join(d.name + '/' for d in folders.values())}" if folders else ""
+        raise DataError(f"{root}: no metadata.csv or metadata.jsonl at the top{where}; the imagefolder layout "
+                        f"lists each image ({IMAGE_COLUMN} column) and its sequence in one (docs/DATA.md)")
+    for split, d in folders.items():
+        if split not in with_files:
+            raise DataError(f"{d}: no metadata.csv or metadata.jsonl (each split folder holds its own, "
+                            f"{IMAGE_COLUMN} relative to it)")
+    missing = [" or ".join(f"{n}/" for n in SPLIT_FOLDERS[s]) for s in SPLIT_FOLDERS if s not in with_files]
+    if missing:
+        have = ", ".join(f"{d.name}/" for d in folders.values())
+        raise DataError(f"{root}: split folders {have} but no {', '.join(missing)}: every split needs items; give "
+                        "the three, or one metadata file at the top for a seeded 70/20/10 split")
+    return [(split, with_files[split]) for split in SPLIT_FOLDERS]
+
+
+def import_folder(
+    folder: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    event: str,
+    absorbing: Sequence[str] | None = None,
+    length: int | None = None,
+    name: str | None = None,
+    classes: Sequence[str] | None = None,
+    condition: str | None = None,
+    image_size: tuple[int, int] | None = None,
+    channels: int | None = None,
+    sequence_column: str = "sequence",
+    split_column: str | None = None,
+    group_column: str | None = None,
+    seed: int = 0,
+    truncate: bool = False,
+    command: str | None = None,
+) -> Path:
+    """Import a folder in Hugging Face datasets' imagefolder layout (the `import-folder`
+    command; docs/DATA.md): images with a metadata.csv or metadata.jsonl whose ``file_name``
+    column holds each image's path relative to the metadata file's folder, and the sequence
+    column as in a table (``import_table``, whose checks and messages it shares). The splits
+    are the split folders' (train/, validation/ or val/, test/, each with its own metadata
+    file) when there are any, else the table importer's (seeded 70/20/10, or ``split_column``
+    / ``group_column``). Without ``classes`` the split folders must hold the same classes.
+    """
+    import pyarrow as pa
+
+    root = Path(folder)
+    out = check_out(out)
+    name = _default_name(out, name, "--name")
+    if split_column and group_column:
+        raise DataError("give --split-column or --group-column, not both")
+    _check_table_flags(channels, truncate, length)
+    found = find_metadata(root)
+    by_folders = found[0][0] is not None
+    if by_folders and (split_column or group_column):
+        raise DataError(f"--{'split' if split_column else 'group'}-column: {root}'s split folders give the splits")
+    rows = Rows(root if by_folders else found[0][1])
+    tables, paths, splits, seen, files = [], [], [], [], []
+    for split, meta in found:
+        data, kind, lines = read_table(meta, (IMAGE_COLUMN, sequence_column, split_column, group_column))
+        if data.num_rows == 0:
+            raise DataError(f"{meta}: no rows")
+        own = Rows(meta)
+        own.add(meta, data.num_rows, lines)
+        paths += _image_paths(data, own, IMAGE_COLUMN, meta.parent)
+        tokens = _sequence_tokens(data, own, sequence_column)
+        _check_tokens(tokens, own, sequence_column)
+        if by_folders:  # one sequence type whatever each file's format: a list of class names
+            data = data.drop_columns([IMAGE_COLUMN])
+            data = data.set_column(data.column_names.index(sequence_column), sequence_column,
+                                   pa.array(tokens, pa.list_(pa.string())))
+        tables.append(data)
+        rows.add(meta, data.num_rows, lines)
+        splits += [split] * data.num_rows
+        seen.append({t for row in tokens for t in row})
+        files.append({**_file_info(meta, kind), "rows": data.num_rows, **({"split": split} if split else {})})
+    if by_folders and classes is None:
+        every = set().union(*seen)
+        for (_, meta), mine in zip(found, seen):
+            if mine != every:
+                lacking = ", ".join(_sorted_names(every - mine)[:10])
+                raise DataError(f"{meta}: no sequence holds {lacking}, which the other split folders' do: the split "
+                                "folders' class sets differ (a typo?); name every class with --classes to allow it")
+    if by_folders:
+        try:
+            data = pa.concat_tables(tables, promote_options="permissive")
+        except (pa.ArrowException, ValueError, TypeError) as err:
+            raise DataError(f"{root}: the split folders' metadata files do not agree on their columns' types "
+                            f"({short(' '.join(str(err).split()), 120)})") from None
+        used = {s: "/".join(f"{n}/" for n in SPLIT_FOLDERS[s] if (root / n).is_dir()) for s in SPLIT_FOLDERS}
+        rule = f"given (split folders {', '.join(used.values())})"
+    else:
+        data, rule = tables[0], None
+    details = {"command": command, "folder": {"path": str(root.resolve()), "metadata": files}}
+    return _import_rows(data, rows, paths, out, event=event, absorbing=absorbing, length=length, name=name,
+                        classes=classes, condition=condition, image_size=image_size, channels=channels,
+                        image_column=IMAGE_COLUMN, sequence_column=sequence_column, split_column=split_column,
+                        group_column=group_column, seed=seed, truncate=truncate, details=details,
+                        source=f"imagefolder {root.resolve()}", generator="import-folder",
+                        splits=np.array(splits) if by_folders else None, split_rule=rule)
 
 
 def _image_paths(data, table: Path, column: str, root: Path) -> list[Path]:
@@ -658,7 +922,7 @@ def _image_paths(data, table: Path, column: str, root: Path) -> list[Path]:
     out = []
     for r, v in enumerate(col.to_pylist()):
         if v is None or not v.strip():
-            raise DataError(f"{table}: row {r + 1}: no image path in column {column!r}")
+            raise DataError(f"{_at(table, r)}: no image path in column {column!r}")
         p = Path(v.strip()).expanduser()
         out.append(p if p.is_absolute() else root / p)
     return out
@@ -707,24 +971,24 @@ def read_images(paths: list[Path], table: Path, *, image_size: tuple[int, int] |
         try:
             with Image.open(p) as image:
                 if image.format not in ("PNG", "JPEG", "MPO"):
-                    raise DataError(f"{table}: row {r + 1}: image {p} is {image.format}, not PNG or JPEG")
+                    raise DataError(f"{_at(table, r)}: image {p} is {image.format}, not PNG or JPEG")
                 if image.width * image.height > MAX_PIXELS:
-                    raise DataError(f"{table}: row {r + 1}: image {p} is {image.width}x{image.height} pixels, "
+                    raise DataError(f"{_at(table, r)}: image {p} is {image.width}x{image.height} pixels, "
                                     f"more than {MAX_PIXELS}")
                 sizes.append(upright_size(image))
                 modes.append(image.mode)
         except FileNotFoundError:
-            raise DataError(f"{table}: row {r + 1}: image {p} not found") from None
+            raise DataError(f"{_at(table, r)}: image {p} not found") from None
         except DataError:
             raise
         except DECODE_ERRORS as err:
-            raise DataError(f"{table}: row {r + 1}: image {p} unreadable ({short(str(err), 100)})") from None
+            raise DataError(f"{_at(table, r)}: image {p} unreadable ({short(str(err), 100)})") from None
     distinct = sorted(set(sizes))
     if image_size is None:
         if len(distinct) > 1:
             a, b = sizes[0], next(s for s in sizes if s != sizes[0])
             rb = sizes.index(b)
-            raise DataError(f"{table}: images differ in size (row 1: {a[0]}x{a[1]}, row {rb + 1}: {b[0]}x{b[1]}, "
+            raise DataError(f"{table}: images differ in size ({_rel(table, 0)}: {a[0]}x{a[1]}, {_rel(table, rb)}: {b[0]}x{b[1]}, "
                             f"H x W; {len(distinct)} sizes); give --image-size H W to resize them")
         height, width = distinct[0]
     else:
@@ -736,7 +1000,7 @@ def read_images(paths: list[Path], table: Path, *, image_size: tuple[int, int] |
         try:
             pixels = decode(p, c)
         except (ImageError, OSError) as err:
-            raise DataError(f"{table}: row {r + 1}: image {p} unreadable ({short(str(err), 100)})") from None
+            raise DataError(f"{_at(table, r)}: image {p} unreadable ({short(str(err), 100)})") from None
         if pixels.shape[1:] != (height, width):
             resized += 1
         out[r] = resize_chw(pixels, height, width)

@@ -54,6 +54,9 @@ def describe(manifest: Manifest) -> str:
             lines.append(f"{'split':<14} {value.get('rule')}{seed}")
         elif key in ("table", "arrays") and isinstance(value, dict):
             lines.append(f"{key:<14} {value.get('path')} (SHA-256 {str(value.get('sha256'))[:12]}...)")
+        elif key == "folder" and isinstance(value, dict):
+            files = value.get("metadata") or []
+            lines.append(f"{key:<14} {value.get('path')} ({len(files)} metadata file{'s' * (len(files) != 1)})")
     return "\n".join(lines)
 
 
