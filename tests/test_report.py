@@ -583,3 +583,29 @@ def test_conformal_rows_leave_the_model_tables_unchanged(tmp_path):
     assert b.summary["none +conformal/test/interval/coverage"] == pytest.approx(0.91)
     for png in ("entry_ece.png", "reliability.png", "intervals.png"):
         assert (tmp_path / "a" / png).read_bytes() == (tmp_path / "b" / png).read_bytes()
+
+
+def test_the_intervals_legend_covers_no_data(tmp_path, monkeypatch):
+    """intervals.png's legend sits outside the axes (the points fill the panel), and the panel
+    keeps its size: the figure grows by the legend."""
+    from focus_tune.report import figures
+
+    drawn = {}
+
+    def keep(fig, path):
+        fig.tight_layout()
+        fig.canvas.draw()
+        drawn["fig"] = fig
+        return path
+
+    monkeypatch.setattr(figures, "save_png", keep)
+    finals = make_finals()
+    figures.plot_intervals(tmp_path / "intervals.png", list(finals), finals, "hero quick")
+    fig = drawn["fig"]
+    (ax,) = fig.axes
+    legend = ax.get_legend()
+    assert legend is not None and len(legend.get_texts()) == len(finals)
+    box, panel = legend.get_window_extent(), ax.get_window_extent()
+    assert box.y1 <= panel.y0 and not box.overlaps(panel)  # below the axes, clear of them
+    assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= fig.bbox.x1  # and inside the figure
+    assert panel.height / fig.dpi > 3.6  # the panel as tall as before the legend moved out (3.66 in)
