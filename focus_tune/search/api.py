@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from .recipe import RecipeResult, run_recipe  # the recipe stage (python -m focus_tune.recipe); Ray imported on use
 from .storage import CONFIG_FILE, STATE_FILE, SearchError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..predict.loading import Loaded
 
-__all__ = ["SearchResult", "load_model", "main", "read_search", "run_search"]
+__all__ = ["RecipeResult", "SearchResult", "load_model", "main", "read_search", "run_recipe", "run_search"]
 
 FAMILIES_ORDER = ("none", "constant", "time-dependent")
 
