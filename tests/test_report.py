@@ -609,3 +609,34 @@ def test_the_intervals_legend_covers_no_data(tmp_path, monkeypatch):
     assert box.y1 <= panel.y0 and not box.overlaps(panel)  # below the axes, clear of them
     assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= fig.bbox.x1  # and inside the figure
     assert panel.height / fig.dpi > 3.6  # the panel as tall as before the legend moved out (3.66 in)
+
+
+def test_a_degenerate_paired_test_is_flagged():
+    """temperature-scaled identical to none on 2 of 3 seeds (T = 1 there): every metric's
+    paired p reads 0.423 (t = 1); its cells are marked and a note under the table names the
+    family, how many seeds and which; the other families' cells are not marked."""
+    from focus_tune.report.markdown import DEGENERATE_MARK, difference_lines
+
+    finals = make_finals()
+    scaled = copy.deepcopy(finals["none"])
+    for key in list(scaled[2]):
+        if key.startswith("test/") and isinstance(scaled[2][key], float):
+            scaled[2][key] *= 0.9
+    finals["temperature-scaled"] = scaled
+    lines = difference_lines(list(finals), finals)
+    table = lines[:lines.index(next(line for line in lines if line.startswith("What these seeds")))]
+    row = next(line for line in table if line.startswith("| temperature-scaled |"))
+    cells = row.strip("|").split("|")[1:]
+    assert cells and all(f"(p = 0.423{DEGENERATE_MARK}, Holm" in c for c in cells), row
+    for family in ("constant", "time-dependent"):
+        assert DEGENERATE_MARK not in next(line for line in table if line.startswith(f"| {family} |"))
+    notes = [line for line in table if line.startswith(DEGENERATE_MARK)]
+    assert len(notes) == 1
+    assert ("Degenerate paired test: 2 of the 3 seeds of temperature-scaled (seed 0, 1) are identical to none's "
+            "on every metric (T = 1 there" in notes[0])
+    assert "p = 0.423 with 3 seeds" in notes[0]
+
+    finals["temperature-scaled"] = [{**r, "test/marginal/ece": r["test/marginal/ece"] + 0.01 * (r["seed"] + 1)}
+                                    for r in finals["none"]]  # differs on one metric on every seed: no flag
+    lines = difference_lines(list(finals), finals)
+    assert not any(DEGENERATE_MARK in line for line in lines)

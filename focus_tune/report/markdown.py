@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from ..metrics import LABEL_REDRAWS, LABEL_SD_KEYS
 from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, CONFORMAL_COLUMNS,
                       COVERAGE_TARGET, INTERVAL, MARGINAL, NA, Column, conformal_base, group_columns, is_conformal)
-from .stats import differences, to_float
+from .stats import differences, one_sample_test, to_float
 from .tables import all_na, markdown_table, plain_table, shown_columns
 from .trace import search_lines
 
@@ -114,6 +116,7 @@ def difference_lines(families: Sequence[str], finals: Mapping) -> list[str]:
              "p says the seeds do not separate the families, not that they are equal.", "",
              "| family | " + " | ".join(c.label for c in cols) + " |",
              "|---|" + "---:|" * len(cols)]
+    same = {f: identical_seeds(finals[f], finals["none"], [c.key for c in cols]) for f in compared}
     for f in compared:
         cells = []
         for c in cols:
@@ -122,9 +125,11 @@ def difference_lines(families: Sequence[str], finals: Mapping) -> list[str]:
                 cells.append(NA)
                 continue
             mark = "**" if d.holm < 0.05 else ""
-            cells.append(f"{mark}{d.diff:+.{c.decimals}f}{mark} (p = {d.p:.3f}, Holm {d.holm:.2f})"
+            flag = DEGENERATE_MARK if same[f] else ""
+            cells.append(f"{mark}{d.diff:+.{c.decimals}f}{mark} (p = {d.p:.3f}{flag}, Holm {d.holm:.2f})"
                          if math.isfinite(d.p) else f"{d.diff:+.{c.decimals}f} (p n/a)")
         lines.append(f"| {f} | " + " | ".join(cells) + " |")
+    lines += degenerate_notes(compared, same, diffs, cols)
     lines += ["", f"What these seeds can detect: the smallest true difference that the paired test finds "
               f"4 times in 5 (two-sided 0.05, before Holm), from the observed spread of the per-seed "
               f"differences and {_pairs_text(diffs)} pairs (a rough estimate itself with few seeds; "
@@ -138,6 +143,59 @@ def difference_lines(families: Sequence[str], finals: Mapping) -> list[str]:
             cells.append(f"{d.detectable:.{c.decimals}f}" if shown else NA)
         lines.append(f"| {f} | " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+DEGENERATE_MARK = "†"
+
+
+def identical_seeds(rows: Sequence[Mapping], base: Sequence[Mapping], keys: Sequence[str]) -> list:
+    """The seeds of ``rows`` whose row equals ``base``'s row of the same seed on every key of
+    ``keys`` that both hold finite (at least one): there the family's model is none's (the
+    temperature-scaled row where T = 1), and every paired difference is exactly 0."""
+    by_seed = {row.get("seed"): row for row in base}
+    out = []
+    for row in rows:
+        other = by_seed.get(row.get("seed"))
+        if other is None:
+            continue
+        values = [(to_float(row.get(k)), to_float(other.get(k))) for k in keys]
+        values = [(a, b) for a, b in values if math.isfinite(a) and math.isfinite(b)]
+        if values and all(a == b for a, b in values):
+            out.append(row.get("seed"))
+    return out
+
+
+def degenerate_notes(compared: Sequence[str], same: Mapping[str, list], diffs: Mapping, cols) -> list[str]:
+    """A note under the differences table for each family with seeds identical to none's: its
+    paired tests are degenerate (the zero differences leave the sign of the other seeds' to
+    decide the t statistic: with one other seed |t| = 1 whatever the metric, the same p on every
+    metric, p = 0.423 with 3 seeds); the family's cells are marked with DEGENERATE_MARK."""
+    notes = []
+    for f in compared:
+        if not same[f]:
+            continue
+        pairs = max((d.pairs for c in cols if (d := diffs.get(f"{f}/{c.key}")) is not None), default=0)
+        why = " (T = 1 there: temperature scaling left none's model as it was)" if f == "temperature-scaled" else ""
+        seeds = ", ".join(str(s) for s in same[f])
+        others = pairs - len(same[f])
+        if others <= 0:
+            reads = "no difference to test (p n/a)"
+        elif others == 1:
+            reads = (f"the one other seed alone: |t| = 1 on every metric, so p is the same on every metric "
+                     f"(p = {_p_of_t_one(pairs):.3f} with {pairs} seeds) whatever the difference")
+        else:
+            reads = f"the other {others} seeds alone, with too many zeros for a t-test's normal differences"
+        notes.append(f"{DEGENERATE_MARK} Degenerate paired test: {len(same[f])} of the {pairs} seeds of {f} "
+                     f"(seed {seeds}) are identical to none's on every metric{why}, so their differences are "
+                     f"exactly 0 and the test reads {reads}; its p says how many seeds differ, not how much "
+                     "the metric does.")
+    return ["", *notes] if notes else []
+
+
+def _p_of_t_one(n: int) -> float:
+    """The two-sided p of t = 1 with n - 1 degrees of freedom: what a paired test reads when all
+    but one of n differences are 0 (mean x/n, SD |x|/sqrt(n), t = 1)."""
+    return one_sample_test(np.array([1.0] + [0.0] * (n - 1)))[1]
 
 
 def _pairs_text(diffs: Mapping) -> str:
