@@ -299,3 +299,27 @@ def test_a_model_saved_without_its_metadata_uses_the_dataset(searched, tmp_path,
     code, out, err = run(capsys, "--model", old, "--data", searched["data"], searched["pngs"][0], "--json", "-M", 10)
     assert code == 0, err
     _check(json.loads(out), searched["manifest"].length, list(searched["manifest"].class_names), 10)
+
+
+def test_a_model_that_leaks_out_of_the_event_is_warned_about_once(tiny, images, tmp_path, capsys):
+    """The random tiny model leaves `dead` after reaching it: one warning line for the run (not
+    one per image) saying the event is not kept absorbing; JSON output keeps it off stdout; a
+    model whose sampler forces the event (train.absorbing: forced) never leaks: no warning."""
+    code, out, _ = run(capsys, "--model", tiny, *images)
+    assert code == 0
+    warnings = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, out
+    assert "the model does not keep dead absorbing" in warnings[0] and "above 5% for 2 of 2 image(s)" in warnings[0]
+    assert "the probabilities of the entries after it are the model's, not a process's" in warnings[0]
+    code, out, err = run(capsys, "--model", tiny, "--json", images[0])
+    assert code == 0 and "warning:" not in out and err.count("warning: the model does not keep dead") == 1
+    result = json.loads(out.splitlines()[0])
+    assert 0.05 < result["time_to_event"]["leak"] <= 1
+
+    torch.manual_seed(0)
+    forced = save_model(tmp_path / "forced", Simulator(4, encoder="small", embed_dim=16, hidden=16),
+                        {**TRAIN, "absorbing": "forced"}, INFO,
+                        extra={"family": "time-dependent", "class_names": CLASSES, "length": L,
+                               "image_shape": [3, 16, 16]})
+    code, out, err = run(capsys, "--model", forced, *images)
+    assert code == 0 and "warning:" not in out + err

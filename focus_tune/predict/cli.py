@@ -13,7 +13,7 @@ from ..names import ESTIMATORS, FAMILIES, PREDICT_DEFAULTS
 from .estimate import DEFAULT_ESTIMATOR, DEFAULT_SAMPLES, predict_one
 from .inputs import collect, parse_prefix
 from .loading import PredictError, load
-from .output import _file_name, plot_prediction, summary, write_parquet
+from .output import _file_name, leak_warning, plot_prediction, summary, write_parquet
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,6 +85,8 @@ def run(args) -> int:
             figure = plot_prediction(result, item.image, args.figures / _file_name(item.name, taken))
             if not args.json:
                 print(f"  figure: {figure}\n")
+    if warning := leak_warning(results):
+        print(warning + ("" if args.json else "\n"), file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.parquet:
         write_parquet(args.parquet, results)
         print(f"parquet: {args.parquet} ({len(results)} rows)", file=sys.stderr if args.json else sys.stdout)

@@ -19,11 +19,16 @@ DEFAULT_ESTIMATOR = PREDICT_DEFAULTS["estimator"]  # Rao-Blackwellized (see the 
 
 def _time_to_event(est, samples, event: int, alpha: float) -> dict:
     """The time-to-event summary of one image's estimates (``montecarlo.Estimates`` of one item)
-    and draws [1, M, L]: the interval, mean, median and distribution of the estimator's pmf."""
+    and draws [1, M, L]: the interval, mean, median and distribution of the estimator's pmf, and
+    the leak: the fraction of the draws reaching the event that leave it after (None: none
+    reached it)."""
+    from ..montecarlo import leak
+
     reached = (np.asarray(samples) == event).any(axis=-1)[0]
+    left, _ = leak(samples, event)  # of the draws that reach the event, those that leave it after
     return {"alpha": alpha, "lower": float(est.lo[0]), "upper": float(est.hi[0]), "mean": float(est.point[0]),
             "median": float(est.median()[0]), "distribution": est.time_pmf[0].tolist(),
-            "p_event_within_length": float(reached.mean())}
+            "p_event_within_length": float(reached.mean()), "leak": None if np.isnan(left) else float(left)}
 
 
 def image_seed(seed: int, image: np.ndarray) -> int:

@@ -64,6 +64,26 @@ def _tte_line(tte: dict, event: str, length: int) -> str:
             f"median {tte['median']:g}; P({event} within {length} entries) = {tte['p_event_within_length']:.2f}")
 
 
+LEAK_WARNING = 0.05  # above it, predict warns that the model does not keep the event absorbing
+
+
+def leak_warning(results: Sequence[dict], threshold: float = LEAK_WARNING) -> str | None:
+    """One line when the model leaves the event after reaching it in more than ``threshold`` of
+    the sampled sequences that reach it, for some image (None otherwise): the data's event is
+    absorbing (store.ONLY_EVENT_ABSORBING), so such draws are the model's behaviour, not the
+    process's."""
+    leaks = [(r["time_to_event"].get("leak"), r) for r in results]
+    over = [(x, r) for x, r in leaks if x is not None and x > threshold]
+    if not over:
+        return None
+    worst, r = max(over, key=lambda pair: pair[0])
+    event = r["event"]
+    return (f"warning: the model does not keep {event} absorbing: {worst:.0%} of the sampled sequences that reach "
+            f"{event} leave it afterwards ({r['input']}; above {threshold:.0%} for {len(over)} of {len(results)} "
+            f"image(s)). In the data nothing follows {event}: the probabilities of the entries after it are the "
+            "model's, not a process's")
+
+
 # ----------------------------------------------------------------------------- files
 
 
