@@ -215,3 +215,16 @@ def test_resume_with_other_overrides_is_refused_by_name(tmp_path, capsys, monkey
             str(tmp_path / "r"), "--resume", *given]
     assert search.main(args) == 2
     assert words in capsys.readouterr().err
+
+
+def test_trial_minutes_without_cluster_gpus_is_refused(capsys):
+    """--trial-minutes times the plan on --cluster-gpus GPUs: alone it would be read and not
+    used, so it is refused with one line naming both flags."""
+    assert search.main(["--game", "hero", "--profile", "quick", "--dry-run", "--trial-minutes", "2"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "--trial-minutes 2" in lines[0] and "--cluster-gpus" in lines[0], captured.err
+    assert "dry run" not in captured.out  # refused before the plan is printed
+    assert search.main(["--game", "hero", "--profile", "quick", "--dry-run", "--trial-minutes", "2",
+                        "--cluster-gpus", "1"]) == 0
+    assert "estimated wall time" in capsys.readouterr().out

@@ -233,6 +233,11 @@ def check_flags(args: SearchOptions) -> None:
         raise SearchError("--cluster-gpus and --trial-minutes estimate costs: use them with --dry-run")
     if not args.dry_run and (args.gpu_type is not None or args.rates is not None):
         raise SearchError("--gpu-type and --rates are what the dry run costs with: use them with --dry-run")
+    if args.trial_minutes is not None and args.cluster_gpus is None:
+        # The estimate is of a cluster of --cluster-gpus GPUs (cost.plan_cost); without it the time
+        # would be read and not used.
+        raise SearchError(f"--trial-minutes {args.trial_minutes:g} times the plan on --cluster-gpus N: give "
+                          "--cluster-gpus (the GPUs the search will have, this machine's too) with it")
     if args.cluster_gpus is not None and args.gpus_per_trial > args.cluster_gpus:
         raise SearchError(f"--gpus-per-trial {args.gpus_per_trial:g} is more than --cluster-gpus {args.cluster_gpus}: "
                           "no trial could ever start")
