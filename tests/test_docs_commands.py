@@ -287,6 +287,8 @@ def main_of(module: str):
         from focus_tune.predict import main
     elif module == "focus_tune.replicate":
         from focus_tune.replicate.cli import main
+    elif module == "focus_tune.recipe":
+        from focus_tune.search.recipe import main
     else:
         raise AssertionError(f"python -m {module}: no parser known to this test; add it to main_of and parse_error")
     return main
@@ -313,6 +315,10 @@ def parse_error(c: Command, argv: list[str]) -> str | None:
                 from focus_tune.replicate.cli import parse
 
                 parse(argv)
+            elif c.module == "focus_tune.recipe":
+                from focus_tune.search.recipe import build_parser as recipe_parser
+
+                recipe_parser().parse_args(argv)
             else:
                 return f"no parser known to this test for {c.module}"
     except SystemExit as stop:
