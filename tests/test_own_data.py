@@ -196,3 +196,14 @@ def test_the_report_says_what_censoring_costs_the_numbers():
     flagged = censored_noise_notes({"image-blind": [{**row, "test/data/positivity": 7.0}]})
     assert flagged[0].startswith("Positivity: no item is observed past entry 6") and "`image-blind`" in flagged[1]
     assert censored_noise_notes({"none": [{}]}) == []
+
+
+def test_the_report_carries_the_recipe_caveat_of_ones_own_data(tmp_path):
+    from focus_tune.search.cli import parse_options
+    from focus_tune.search.outputs import recipe_notes
+
+    data = _dataset(tmp_path)
+    (note,) = recipe_notes(parse_options(["--data", str(data), "--allow-small"]))
+    assert note.startswith("Recipe: the training recipe is the generic space's") and "python -m focus_tune.recipe" in note
+    assert recipe_notes(parse_options(["--data", str(data), "--profile", "smoke"])) == []
+    assert recipe_notes(parse_options(["--game", "hero"])) == []

@@ -70,7 +70,7 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     search = search_trace(plan, state.results, tracker.metric_histories("val/ece"),
                           score=f"validation marginal {SELECT_NAMES[cfg.train.select_by]}", stopped=state.stopped)
     report = write_report(out, opts.game, opts.profile, finals, schedules, m.class_names, m.condition_class,
-                          search=search, data_notes=data_notes(dataset, finals),
+                          search=search, data_notes=data_notes(dataset, finals) + recipe_notes(opts),
                           overrides=[override_text(k, v) for k, v in opts.overrides],
                           recommendation=recommendation.lines if recommendation else ())
     report.recommendation = recommendation
@@ -108,6 +108,15 @@ def validation_scores(plan: SearchPlan, state: SearchState) -> dict[str, dict[in
         retrained = {seed: v for seed, v in scores.items() if not sources.get(by_seed[seed])}
         out[family] = retrained if len(retrained) >= 2 else scores
     return out
+
+
+def recipe_notes(opts: SearchOptions) -> list[str]:
+    """The recipe's caveat on one's own data (:func:`.checks.recipe_note`, also printed when the
+    search starts), as a Data note of the report."""
+    from .checks import recipe_note
+
+    note = recipe_note(opts)
+    return [f"Recipe: {note}."] if note else []
 
 
 # A calibrated predictor's test ECE on n items, mean and SD ~ (a / sqrt(n), b / sqrt(n)): the
