@@ -60,9 +60,14 @@ def test_full_procedure_report_and_mlflow(uninterrupted):
     with (report / "results.csv").open() as fh:
         rows = [r for r in csv.DictReader(fh) if r["stat"] == "value"]
     for r in rows:
-        for key in ("test/marginal/ece", "test/marginal/ece_debiased", "test/marginal/overconfidence",
-                    "test/interval/interval_score", "test/interval/crps", "test/interval/coverage_age_under_40"):
+        conformal = r["family"].endswith(" +conformal")  # the intervals only, at a calibrated level
+        for key in (() if conformal else ("test/marginal/ece", "test/marginal/ece_debiased",
+                                          "test/marginal/overconfidence")) + (
+                "test/interval/interval_score", "test/interval/crps", "test/interval/coverage_age_under_40"):
             assert r[key] != "", (r["family"], key)
+        assert (r["test/interval/conformal_level"] != "") == conformal, r["family"]
+    assert {r["family"] for r in rows if r["family"].endswith(" +conformal")} == {
+        "none +conformal", "constant +conformal", "time-dependent +conformal", "temperature-scaled +conformal"}
     seeds = {f: sum(r["family"] == f for r in rows) for f in ("image-blind", "image-Bayes", "oracle", "exact", "none")}
     assert seeds == {"image-blind": 3, "image-Bayes": 3, "oracle": 3, "exact": 1, "none": 3}, seeds
     assert "## Coverage of I_0.9 by group" in md
