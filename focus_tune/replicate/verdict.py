@@ -242,7 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     plot(v, args.out / "verdict.png")
-    text = ["# The verdict across scenarios", "", *markdown(v), "", *notes(v), "",
+    missing = [NAMES[g] for g in SCENARIOS if g not in v["scenarios"]]
+    pending = ([f"Not searched yet: {', '.join(missing)}."] if missing else []) + (
+        ["With R < 2 a scenario has no interval and no test: its row is one search's paired differences."]
+        if any(r["runs"] < 2 for r in v["scenarios"].values()) else [])
+    text = ["# The verdict across scenarios", "", *markdown(v), "", *pending, *([""] if pending else []), *notes(v), "",
             "![paired differences per scenario](verdict.png)", ""]
     if v["search_times"]:
         text += ["## The searches' wall time", "", *times_markdown(v["search_times"]), "",
