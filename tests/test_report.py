@@ -574,7 +574,7 @@ def test_conformal_rows_leave_the_model_tables_unchanged(tmp_path):
     assert cells["none +conformal"]["coverage"] == cell([0.9, 0.91, 0.92], bold=True)
     assert cells["none +conformal"]["calibrated level"] == "0.950 ± 0.000"
     assert cells["none"]["calibrated level"] == "n/a"
-    assert "(250 items)" in section(b.markdown, title)
+    assert "(250 items)" in section(b.markdown, title) and "SD about 0.019 at 250 items" in section(b.markdown, title)
     assert b.table.startswith(a.table) and title in b.table[len(a.table):]
     with (tmp_path / "a" / "results.csv").open() as fa, (tmp_path / "b" / "results.csv").open() as fb:
         old, new = list(csv.DictReader(fa)), list(csv.DictReader(fb))
