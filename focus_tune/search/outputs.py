@@ -154,9 +154,10 @@ def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
         unobserved = int((~test.observed).sum())
         notes.append(f"Censoring: {censored} of {len(test)} test items are right-censored (their time to event is "
                      f"only known to exceed their last observed entry) and {unobserved} of {test.sequences.size} "
-                     "(item, entry) pairs are unobserved. Every metric uses the observed pairs only; the "
-                     "time-to-event metrics weigh the uncensored items by the inverse probability of censoring "
-                     "(docs/METRICS.md, 'Censored items').")
+                     "(item, entry) pairs are unobserved. Every metric uses the observed pairs only, weighted by the "
+                     "inverse probability of censoring: each (item, entry) pair of the entry-level metrics at "
+                     "min(T, entry), each uncensored item of the time-to-event metrics at T (docs/METRICS.md, "
+                     "'Censored items').")
         notes += censored_noise_notes(rows)
     return notes
 
