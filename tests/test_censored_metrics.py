@@ -27,13 +27,7 @@ KEYS = ("ece", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")
 # ----------------------------------------------------------------------------- plain loops
 
 
-def _loop_G(t, censored, upto):
-    G = 1.0
-    for s in range(1, upto):
-        at_risk = sum(1 for u, c in zip(t, censored) if u > s or (u == s and c))
-        cens = sum(1 for u, c in zip(t, censored) if c and u == s)
-        G *= 1 - cens / max(at_risk, 1)
-    return G
+from test_censoring import _loop_G  # noqa: E402  the reverse Kaplan-Meier by counting, written once
 
 
 def _loop_entry(p, y, w, n_bins=10, ce_eps=metrics.CE_EPS):
