@@ -15,6 +15,7 @@ from PIL import Image
 
 from focus_tune.data import load_dataset, read_manifest
 from focus_tune.data.__main__ import main
+from test_data_import import _refused as refused_import
 
 SEQUENCES = ["a a b", "a END", "b", "a b END", "END", "b b a", "a", "b END", "a a END", "b a"]
 SPLITS = ["train"] * 6 + ["val"] * 2 + ["test"] * 2
@@ -147,17 +148,8 @@ def test_a_jsonl_table(tmp_path, capsys):
 # -- bad inputs ---------------------------------------------------------------------------------
 
 def _refused(capsys, tmp_path, argv, *needles):
-    out = tmp_path / "out"
-    code = main([*argv, "--out", str(out), "--event", "END"])
-    err = capsys.readouterr().err
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    assert not out.exists()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
-    return lines[0]
+    """import-table's check of a refusal (one line, exit 2, nothing at --out), with the event."""
+    return refused_import(capsys, tmp_path, [*argv, "--event", "END"], *needles)
 
 
 def test_no_file_name_column(tmp_path, capsys):
