@@ -18,10 +18,21 @@ checked twice:
 Every other line of a shell block is a program listed in :data:`NOT_RUN` with why it cannot run
 here, and the cluster examples of README, CLUSTER and GUIDE are one command at the recommended
 ``--gpus-per-trial``.
+
+Commands written inline in prose (a code span in a paragraph, list item, table cell or heading,
+across line breaks too) are checked as in 1.: a span that starts with ``python -m focus_tune``
+(or ``python3 -m``, or ``use it: `` as a search prints it) is a command, its flags parse with its
+CLI's parser by their full names; a flag alone (``--profile quick``) is not a command. What a
+sentence leaves out follows a rule of :data:`INLINE_RULES` (the module alone names the CLI: its
+``--help`` works; ``...`` stands for the least the command needs; ``[options]`` and the prose's
+one-word placeholders ``GAME``, ``G``, ``r``, ``FOLDER...``), and a span that does not fit them is
+listed in :data:`INLINE_NOT_RUN` with why. Inline ``python benchmarks/...`` and ``python
+scripts/...`` mentions name a file that exists, and their flags are spelled in it.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import csv
 import io
@@ -32,6 +43,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -40,7 +52,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL = ("bash", "sh", "shell", "console")
-FOCUS = re.compile(r"\bpython3? -m (focus_tune(?:\.[a-z_]+)?)\b")
+FOCUS = re.compile(r"\bpython3? -m (focus_tune(?:\.[a-z_]+)*)\b")
 # Scripts whose shown commands run too, in page order: they make what the next commands read.
 SCRIPTS = re.compile(r"^python (scripts/digits_dataset\.py)\b")
 
@@ -76,6 +88,28 @@ PARSE_ONLY = {
                                               "small fixture in their format)",
 }
 DATA_BUILD_PROFILES = ("smoke", "quick")  # a paper-profile build takes minutes and gigabytes: parsed only
+
+# What an inline command may leave out, by rule (see inline_argv): the rule's name and what it means.
+INLINE_RULES = {
+    "the CLI's name": "`python -m MODULE` alone (or with a focus_tune.data subcommand) names the command in a "
+                      "sentence: its --help must work",
+    "...": "stands for the flags the sentence leaves out: replaced by the least the command needs (ELIDED), the "
+           "rest must parse",
+    "[options]": "a synopsis' further flags: dropped",
+    "placeholders": "the prose's one-word placeholders, whole words only (INLINE_PLACEHOLDERS)",
+}
+ELIDED = {"focus_tune.search": ["--game", "hero"], "focus_tune.replicate": ["--game", "hero"]}
+INLINE_PLACEHOLDERS = {"GAME": "hero", "G": "hero", "r": "0", "FOLDER...": "{root}"}
+# Code spans that hold a focus_tune command but are not checked as one, by (page, the span's text): why.
+# An entry whose span is gone from its page fails the test (remove it).
+INLINE_NOT_RUN = {
+    ("docs/CONTRIBUTING.md", "python -m focus_tune..."): "the pattern of the commands this file checks, not a command",
+    ("docs/CLUSTER.md", 'ray exec cluster.yaml --tmux "python -m focus_tune.search ..."'):
+        "a ray command (NOT_RUN: needs the AWS cluster) around the search of the block above it, whose flags the "
+        "sentence leaves out; that block's command is checked",
+    ("docs/RESULTS.md", "python -m focus_tune.replicate --aggregate-only"):
+        "names the mode the FaceMed replication was tabulated in; the scenario (--game facemed) is the paragraph's",
+}
 
 
 # -- what the pages show ----------------------------------------------------------------------
@@ -160,26 +194,119 @@ def commands_of(block: Block) -> list[Command]:
             else:
                 prompted = None
             continue
-        if line.startswith("use it: "):  # a search's last line: the command, then why in parentheses
-            line = re.sub(r"\s{2}\(.*\)$", "", line)
-        tokens = shlex.split(line[m.end():], comments=True)
-        stdout_to = None
-        for i, tok in enumerate(tokens):
-            if tok in ("&&", "||", "|", ";"):
-                tokens = tokens[:i]
-                break
-            if tok in (">", ">>"):
-                stdout_to, tokens = tokens[i + 1], tokens[:i]
-                break
-        module = "focus_tune.search" if m.group(1) == "focus_tune" else m.group(1)
+        module, tokens, stdout_to = split_command(line, m)
         out.append(Command(f"{block.page}:{n}", block.section, module, [t for t in tokens if t != "..."], stdout_to))
         prompted = out[-1] if line.startswith("$ ") and block.lang not in SHELL else None
     return out
 
 
+def split_command(line: str, m: re.Match) -> tuple[str, list[str], str | None]:
+    """(module, words, ``> FILE``) of the focus_tune command ``m`` found in ``line``; its words
+    stop at ``&&``, ``||``, ``|``, ``;`` and a redirection."""
+    if line.startswith("use it: "):  # a search's last line: the command, then why in parentheses
+        line = re.sub(r"\s{2}\(.*\)$", "", line)
+    tokens = shlex.split(line[m.end():], comments=True)
+    stdout_to = None
+    for i, tok in enumerate(tokens):
+        if tok in ("&&", "||", "|", ";"):
+            tokens = tokens[:i]
+            break
+        if tok in (">", ">>"):
+            stdout_to, tokens = tokens[i + 1], tokens[:i]
+            break
+    return ("focus_tune.search" if m.group(1) == "focus_tune" else m.group(1)), tokens, stdout_to
+
+
 def page_commands(page: Path, scripts: bool = False) -> list[Command]:
     """The focus_tune commands of a page in order (with ``scripts``: and the :data:`SCRIPTS`)."""
     return [c for b in blocks(page) for c in commands_of(b) if scripts or not c.script]
+
+
+@dataclass(frozen=True)
+class Span:
+    """One inline code span of a page's prose."""
+
+    page: str
+    line: int  # where it opens
+    section: str
+    text: str  # line breaks as spaces; in a table row, `\|` as `|`
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def spans(page: Path) -> list[Span]:
+    """The code spans of a page outside its fenced blocks, as CommonMark finds them: a run of N
+    backticks up to the next run of exactly N, within a paragraph or list item (so across its
+    line breaks), a table row or a heading; a run without its match is literal text."""
+    rel, out, section, chunk, fenced = str(page.relative_to(ROOT)), [], "", [], False
+
+    def close_chunk():
+        if not chunk:
+            return
+        text, table = "\n".join(line for _, line in chunk), chunk[0][1].lstrip().startswith("|")
+        at = 0
+        while opening := re.compile(r"`+").search(text, at):
+            closing = re.compile(rf"(?<!`)`{{{len(opening.group())}}}(?!`)").search(text, opening.end())
+            if closing is None:
+                at = opening.end()
+                continue
+            body = " ".join(text[opening.end():closing.start()].split())
+            out.append(Span(rel, chunk[0][0] + text.count("\n", 0, opening.start()), section,
+                            body.replace("\\|", "|") if table else body))
+            at = closing.end()
+        chunk.clear()
+
+    for n, line in enumerate(page.read_text().splitlines(), start=1):
+        if fenced:
+            fenced = not re.match(r"^\s*```\s*$", line)  # as blocks() reads a fence
+            continue
+        if re.match(r"^(\s*)```(\S*)\s*$", line):
+            close_chunk()
+            fenced = True
+        elif not line.strip() or line.startswith("#") or line.lstrip().startswith("|"):
+            close_chunk()  # a blank line ends a paragraph; a heading and a table row are one line each
+            if line.startswith("#"):
+                section = line.lstrip("#").strip()
+            if line.strip():
+                chunk.append((n, line))
+                close_chunk()
+        else:
+            chunk.append((n, line))
+    close_chunk()
+    return out
+
+
+INLINE = re.compile(r"^(?:use it: )?python3? -m (focus_tune(?:\.[a-z_]+)*)\b")
+INLINE_SCRIPT = re.compile(r"\bpython3? ((?:benchmarks|scripts)/[\w./-]+\.py)\b")
+
+
+def inline_commands(page: Path) -> list[tuple[Span, Command]]:
+    """The spans of a page that are focus_tune commands, each with its command as written
+    (``...`` kept for :func:`inline_argv`; a ``<placeholder>`` may hold spaces)."""
+    out = []
+    for span in spans(page):
+        if (m := INLINE.match(span.text)) and (span.page, span.text) not in INLINE_NOT_RUN:
+            text = span.text[:m.end()] + re.sub(r"<[^<>]*>", "x", span.text[m.end():])
+            module, tokens, stdout_to = split_command(text, m)
+            out.append((span, Command(span.where, span.section, module, tokens, stdout_to)))
+    return out
+
+
+def inline_argv(c: Command) -> list[str] | None:
+    """The argv of an inline command by :data:`INLINE_RULES`, or None where it names the CLI."""
+    if not c.argv or (c.module == "focus_tune.data" and len(c.argv) == 1):
+        return None
+    argv = []
+    for tok in c.argv:
+        if tok == "...":
+            if c.module not in ELIDED:
+                raise ValueError(f"`...` in a {c.module} command: no rule for what it leaves out (ELIDED)")
+            argv += ELIDED[c.module]
+        elif tok != "[options]":
+            argv.append(INLINE_PLACEHOLDERS.get(tok, tok))
+    return argv
 
 
 # -- a folder a reader works in ---------------------------------------------------------------
@@ -289,6 +416,12 @@ def main_of(module: str):
         from focus_tune.replicate.cli import main
     elif module == "focus_tune.recipe":
         from focus_tune.search.recipe import main
+    elif module == "focus_tune.config_doc":
+        from focus_tune.config_doc import main
+    elif module == "focus_tune.replicate.regime":
+        from focus_tune.replicate.regime import main
+    elif module == "focus_tune.replicate.verdict":
+        from focus_tune.replicate.verdict import main
     else:
         raise AssertionError(f"python -m {module}: no parser known to this test; add it to main_of and parse_error")
     return main
@@ -319,6 +452,8 @@ def parse_error(c: Command, argv: list[str]) -> str | None:
                 from focus_tune.search.recipe import build_parser as recipe_parser
 
                 recipe_parser().parse_args(argv)
+            elif c.module in PARSED_IN_MAIN:
+                parsed_by_main(c.module, argv)
             else:
                 return f"no parser known to this test for {c.module}"
     except SystemExit as stop:
@@ -326,6 +461,31 @@ def parse_error(c: Command, argv: list[str]) -> str | None:
     except Exception as e:  # noqa: BLE001 - the search's checks (SearchError, ConfigError, DataError)
         return f"{type(e).__name__}: {e}"
     return None
+
+
+# CLIs whose parser is built inside their main (which then writes or reads files): parsed by parsed_by_main.
+PARSED_IN_MAIN = ("focus_tune.config_doc", "focus_tune.replicate.regime", "focus_tune.replicate.verdict")
+
+
+class _Parsed(Exception):
+    """What :func:`parsed_by_main` stops a main with once its flags have parsed."""
+
+
+def parsed_by_main(module: str, argv: list[str]) -> None:
+    """Parse ``argv`` with the parser ``module``'s main builds, and stop the main there, before it
+    does anything (argparse's own errors exit as they do for a reader)."""
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, *args, **kwargs):
+        parse_args(self, *args, **kwargs)
+        raise _Parsed
+
+    with mock.patch.object(argparse.ArgumentParser, "parse_args", parse_then_stop):
+        try:
+            main_of(module)(argv)
+        except _Parsed:
+            return
+    raise AssertionError(f"python -m {module}: its main returned without parsing its flags")
 
 
 def help_of(c: Command) -> str:
@@ -499,6 +659,74 @@ def test_predict_and_replicate_commands_run_on_the_smoke_search(page, tmp_path, 
             elif code != 3 or f"no finished search of {game} (smoke)" not in err:
                 problems.append(f"{c}\n    exit {code}: {(out + err).strip()[-600:]}")
     assert not problems, "commands the docs show that fail:\n" + "\n".join(problems)
+
+
+def test_the_pages_show_inline_commands_of_every_cli():
+    """The inline commands this file checks are there to check, of the CLIs the code blocks show."""
+    found = [c for p in PAGES for _, c in inline_commands(p)]
+    assert {c.module for c in found} >= {"focus_tune.search", "focus_tune.data", "focus_tune.predict",
+                                         "focus_tune.replicate", "focus_tune.recipe"}
+    assert len(found) >= 35, len(found)
+    assert sum(inline_argv(c) is not None for c in found) >= 25  # commands with flags, not only CLI names
+
+
+def test_every_inline_command_parses_with_its_cli(tmp_path, some_dataset):
+    """A focus_tune command written inline in prose parses as a code block's does (step 1), by
+    :data:`INLINE_RULES`; a span that holds one and does not fit them says why in
+    :data:`INLINE_NOT_RUN`. Every failure of every page in one message, by page and line."""
+    write_inputs(tmp_path)
+    problems, helps = [], {}
+    found = [span for page in PAGES for span in spans(page)]
+    for span in found:
+        if FOCUS.search(span.text) and not INLINE.match(span.text) and (span.page, span.text) not in INLINE_NOT_RUN:
+            problems.append(f"{span.where}: `{span.text}`\n    holds a focus_tune command but does not start "
+                            "with it: write it as the command, or list it in INLINE_NOT_RUN with why")
+    shown = {(span.page, span.text) for span in found}
+    problems += [f"{page}: `{text}`\n    listed in INLINE_NOT_RUN but no longer on its page: remove the entry"
+                 for page, text in INLINE_NOT_RUN if (page, text) not in shown]
+    for page in PAGES:
+        for _, c in inline_commands(page):
+            try:
+                argv = inline_argv(c)
+            except ValueError as e:
+                problems.append(f"{c}\n    {e}")
+                continue
+            if argv is None:  # the CLI's name: its --help works
+                try:
+                    code, _, err = invoke(c.module, [*c.argv, "--help"])
+                except AssertionError as e:  # a module main_of does not know
+                    code, err = None, str(e)
+                if code != 0:
+                    problems.append(f"{c}\n    names a command whose --help fails ({code}): {err.strip()[-400:]}")
+                continue
+            argv = with_data(localized(argv, tmp_path, some_dataset), some_dataset)
+            if (why := parse_error(c, argv)) is not None:
+                problems.append(f"{c}\n    {why}")
+            elif short := abbreviated(c, argv, helps):
+                problems.append(f"{c}\n    not a flag by its full name (argparse took a prefix): {', '.join(short)}")
+    assert not problems, "inline commands of the docs that their CLI refuses:\n" + "\n".join(problems)
+
+
+def test_every_inline_script_exists_with_its_flags():
+    """An inline ``python benchmarks/X.py`` or ``python scripts/X.py`` names a file of the
+    repository, and each ``--flag`` written after it is spelled, quoted, in that file."""
+    problems = []
+    for page in PAGES:
+        for span in spans(page):
+            mentions = list(INLINE_SCRIPT.finditer(span.text))
+            for m, after in zip(mentions, [*mentions[1:], None]):
+                path = ROOT / m.group(1)
+                if not path.is_file():
+                    problems.append(f"{span.where}: `{span.text}`\n    no file {m.group(1)}")
+                    continue
+                words = span.text[m.end():after.start() if after else None]
+                source = path.read_text()
+                missing = [flag for flag in dict.fromkeys(re.findall(r"(?<![\w=-])--[a-z][\w-]*", words))
+                           if not re.search(rf"['\"]{re.escape(flag)}['\"]", source)]
+                if missing:
+                    problems.append(f"{span.where}: `{span.text}`\n    not a flag of {m.group(1)}: "
+                                    + ", ".join(missing))
+    assert not problems, "inline script commands of the docs that do not work as written:\n" + "\n".join(problems)
 
 
 def test_every_shell_line_runs_here_or_says_why_not():
