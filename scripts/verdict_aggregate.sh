@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
-# The verdict's tables from the searches scripts/verdict_replications.sh ran (STORAGE): each
+# The verdict's tables from the searches scripts/verdict_replications.sh kept in MAIN (each
+# finished search's report under MAIN/docs/results/replication/<game>-quick/searches/seed<r>/,
+# the durable record: the run folders in STORAGE may be on another machine or gone): each
 # scenario's replication.md/json/png into MAIN/docs/results/replication/<game>-quick/ (from the
-# searches finished so far: a scenario with fewer than five says so), then the six-row verdict
-# table and forest plot into MAIN/docs/results/verdict/.
+# searches kept so far: a scenario with fewer than five says so), then the six-row verdict
+# table and forest plot into MAIN/docs/results/verdict/. STORAGE holds the aggregation's MLflow
+# record (replications.db) and a scratch folder of links to the kept reports.
 #
 #   bash scripts/verdict_aggregate.sh /work/main /work/verdict-runs
 set -euo pipefail
 main=$(cd "$1" && pwd)
-storage=$(cd "$2" && pwd)
+storage=$(mkdir -p "$2" && cd "$2" && pwd)
 games=${GAMES:-"facemed hero seaquest riverraid bankheist roadrunner"}
 folders=()
 for game in $games; do
-  if ! ls "$storage/$game-quick-seed"*/report/results.csv > /dev/null 2>&1; then
-    echo "verdict: no finished $game search in $storage yet" >&2
+  kept=$main/docs/results/replication/$game-quick/searches
+  seeds=$(ls -d "$kept"/seed* 2> /dev/null | sed 's/.*seed//' | sort -n | while read -r s; do
+            [ -f "$kept/seed$s/results.csv" ] && echo "$s"; done | paste -sd, -)
+  if [ -z "$seeds" ]; then
+    echo "verdict: no kept $game search in $kept yet" >&2
     continue
   fi
-  seeds=$(ls -d "$storage/$game-quick-seed"* | sed 's/.*seed//' | sort -n | while read -r s; do
-            [ -f "$storage/$game-quick-seed$s/report/results.csv" ] && echo "$s"; done | paste -sd, -)
-  python -m focus_tune.replicate --game "$game" --seeds "$seeds" --aggregate-only --storage "$storage" \
+  # replicate --aggregate-only reads <storage>/<game>-quick-seed<r>/report/: link the kept reports there
+  links=$storage/kept/$game
+  rm -rf "$links" && mkdir -p "$links"
+  for s in ${seeds//,/ }; do
+    mkdir -p "$links/$game-quick-seed$s" && ln -s "$kept/seed$s" "$links/$game-quick-seed$s/report"
+  done
+  python -m focus_tune.replicate --game "$game" --seeds "$seeds" --aggregate-only --storage "$links" \
     --out "$main/docs/results/replication/$game-quick" --tracking-uri "sqlite:///$storage/replications.db" > /dev/null
   folders+=("$main/docs/results/replication/$game-quick")
 done

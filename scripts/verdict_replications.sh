@@ -5,10 +5,13 @@
 #
 #   git worktree add /work/verdict <commit>      # the commit the searches report
 #   cd /work/verdict && python -m venv .venv && . .venv/bin/activate && pip install -e .
-#   bash scripts/verdict_replications.sh /work/main /work/verdict-runs
+#   bash /work/main/scripts/verdict_replications.sh /work/main /work/verdict-runs
+#
+# (run from the worktree, which sets the commit and the code; the script itself may be MAIN's).
 #
 # MAIN is the checkout that receives the results: each finished search's report (results.csv,
-# results.md, search.json), its log and provenance.json (commit, CPU, wall seconds) go to
+# results.md, search.json), its fixed stages' validation scores (validation.json, from its MLflow
+# store), its log and provenance.json (commit, CPU, wall seconds) go to
 # MAIN/docs/results/replication/<game>-quick/searches/seed<r>/ and are committed there at once
 # (those paths alone). Resumable: a search whose provenance names this commit is skipped, an
 # interrupted one resumes from its run folder in STORAGE (the replicate command's own resume).
@@ -41,6 +44,18 @@ for seed in $seeds; do
     rm -rf "$dest" && mkdir -p "$dest"
     cp "$run/report/results.csv" "$run/report/results.md" "$run/report/search.json" "$dest/"
     cp "$storage/logs/$game-quick-seed$seed.log" "$dest/search.log"
+    # the fixed stages' candidates' validation scores, from the search's own MLflow store (which stays
+    # in STORAGE): what the replication's selection-rule rows read where the store is gone
+    python - "$run" "$storage/mlflow-$game-quick-seed$seed.db" "$dest/validation.json" <<'PY'
+import json, sys
+from pathlib import Path
+from focus_tune.replicate.summary import validation_scores
+run, db, out = map(Path, sys.argv[1:])
+state = run / "search_state.json"
+parent = json.loads(state.read_text()).get("parent_run_id") if state.exists() else None
+search = json.loads((run / "report" / "search.json").read_text())
+out.write_text(json.dumps(validation_scores(f"sqlite:///{db.resolve()}", search, parent), indent=1, sort_keys=True))
+PY
     cat > "$dest/provenance.json" <<EOF
 {"commit": "$commit", "cpu": "$cpu $avx512", "cores": $(nproc), "wall_s": $wall,
  "command": "python -m focus_tune.replicate --game $game --seeds $seed"}

@@ -309,3 +309,26 @@ def test_the_verdict_across_scenarios(tmp_path):
     for label, c in two["scenarios"]["seaquest"]["comparisons"].items():
         if c["primary"] and c["p"] == c["p"]:
             assert c["holm_all"] >= one["scenarios"]["hero"]["comparisons"][label]["holm_all"]
+
+
+def test_a_kept_report_brings_its_validation_scores_where_its_store_is_gone(tmp_path):
+    """scripts/verdict_replications.sh keeps each search's report with a validation.json (the
+    fixed stages' candidates' validation scores from its MLflow store); aggregated from those
+    copies alone, the selection-rule rows that need them are still there."""
+    from focus_tune.replicate.summary import VALIDATION_FILE, read_run, summarize
+
+    runs = []
+    for r in range(2):
+        _run(tmp_path, r)
+        folder = tmp_path / f"hero-quick-seed{r}"
+        val = {"stage1-l0.005-s0": {"val/brier": 0.30}, "stage1-l0.05-s0": {"val/brier": 0.31},
+               "constant-0.005-s0": {"val/brier": 0.32}, "constant-0.05-s0": {"val/brier": 0.29}}
+        (folder / "report" / VALIDATION_FILE).write_text(json.dumps(val))
+        runs.append(read_run(folder, None, r))
+        assert runs[-1]["val"] == val
+    stability = summarize(runs)["stability"]
+    assert stability["stage1"]["lowest brier"] == {"modal": "stage1-l0.005", "share": 1.0}
+    assert stability["constant"]["lowest brier"] == {"modal": "constant-0.05", "share": 1.0}
+    shutil.rmtree(tmp_path / "hero-quick-seed1" / "report")
+    _run(tmp_path, 1)  # without the file: no scores, and no such row from it
+    assert read_run(tmp_path / "hero-quick-seed1", None, 1)["val"] == {}

@@ -93,15 +93,24 @@ def finished(folder: Path) -> bool:
     return (folder / "report" / "results.csv").exists()
 
 
+VALIDATION_FILE = "validation.json"  # a report folder's copy of validation_scores, kept where its store is not
+
+
 def read_run(folder: Path, uri: str | None, seed: int) -> dict:
     """One finished search: its finals, its search record, its MLflow parent run and the
-    validation scores of its fixed stages' candidates (empty without a store)."""
+    validation scores of its fixed stages' candidates (from the store; without one, from
+    ``report/validation.json`` where a kept copy of the report has it; else empty)."""
     report = folder / "report"
     state = json.loads((folder / "search_state.json").read_text()) if (folder / "search_state.json").exists() else {}
     run = {"seed": seed, "folder": str(folder), "finals": read_finals(report / "results.csv"),
            "search": json.loads((report / "search.json").read_text()),
            "parent_run_id": state.get("parent_run_id"), "tracking_uri": uri}
-    run["val"] = validation_scores(uri, run["search"], run["parent_run_id"]) if uri else {}
+    if uri:
+        run["val"] = validation_scores(uri, run["search"], run["parent_run_id"])
+    elif (report / VALIDATION_FILE).exists():
+        run["val"] = json.loads((report / VALIDATION_FILE).read_text())
+    else:
+        run["val"] = {}
     return run
 
 
