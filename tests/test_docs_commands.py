@@ -107,8 +107,6 @@ INLINE_NOT_RUN = {
     ("docs/CLUSTER.md", 'ray exec cluster.yaml --tmux "python -m focus_tune.search ..."'):
         "a ray command (NOT_RUN: needs the AWS cluster) around the search of the block above it, whose flags the "
         "sentence leaves out; that block's command is checked",
-    ("docs/RESULTS.md", "python -m focus_tune.replicate --aggregate-only"):
-        "names the mode the FaceMed replication was tabulated in; the scenario (--game facemed) is the paragraph's",
 }
 
 
