@@ -47,12 +47,24 @@ def _targets(module: str, node, is_package: bool) -> list[str]:
     return out
 
 
+def _lazy(module: str, tree: ast.Module) -> set[str]:
+    """A package's lazy imports: its ``_HOME`` (public name -> the module of the package that
+    defines it, imported by ``__getattr__`` on first use) counts as importing those modules."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_HOME" for t in node.targets):
+            out |= {f"{module}.{v.value}" for v in node.value.values}
+    return out
+
+
 def _graph() -> dict[str, set[str]]:
     graph = {}
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text())
         graph[module] = {t for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
                          for t in _targets(module, node, path.name == "__init__.py")}
+        if path.name == "__init__.py":
+            graph[module] |= _lazy(module, tree)
     return graph
 
 
@@ -120,3 +132,17 @@ def test_domain_names_are_defined_once():
                          r"\"weights\.npz\"", re.M)
     found = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if pattern.search(p.read_text())]
     assert found == ["names.py"], found
+
+
+def test_packages_import_lazily():
+    """A package's __init__ imports none of the project's modules when it is imported (only
+    through ``_HOME`` on first use), so Ray-free code can live in a package whose other
+    modules import Ray."""
+    eager = []
+    for path in ROOT.rglob("__init__.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("focus_tune")):
+                eager.append(f"{path.relative_to(ROOT)}: {ast.unparse(node)}")
+            elif isinstance(node, ast.Import) and any(a.name.startswith("focus_tune") for a in node.names):
+                eager.append(f"{path.relative_to(ROOT)}: {ast.unparse(node)}")
+    assert eager == []

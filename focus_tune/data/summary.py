@@ -1,6 +1,8 @@
 """The summary `python -m focus_tune.data info` prints (and :func:`focus_tune.data.describe_dataset`)."""
 from __future__ import annotations
 
+import os
+
 from .store import SPLITS, Dataset, Manifest, load_dataset
 
 
@@ -67,3 +69,9 @@ def verified(path) -> "Dataset":
     for split in SPLITS:
         dataset.split(split)
     return dataset
+
+
+def describe_dataset(path: str | os.PathLike) -> str:
+    """A dataset folder's summary after verifying it and decoding every split (what
+    `python -m focus_tune.data info` prints)."""
+    return describe(verified(path).manifest)

@@ -23,12 +23,30 @@ estimate does not depend on the other inputs or their order, the same image and 
 the same numbers, and different images get independent Monte Carlo noise.
 """
 
-from .cli import build_parser, main, run
-from .estimate import DEFAULT_ESTIMATOR, DEFAULT_SAMPLES, image_seed, predict_one
-from .inputs import DEFAULT_ITEMS, IMAGE_SUFFIXES, Item, collect, load_image, parse_items, parse_prefix
-from .loading import Loaded, PredictError, load
-from .output import MAX_HEATMAP_CLASSES, bands, plot_prediction, summary, write_parquet
+from importlib import import_module
 
-__all__ = ["DEFAULT_ESTIMATOR", "DEFAULT_ITEMS", "DEFAULT_SAMPLES", "IMAGE_SUFFIXES", "MAX_HEATMAP_CLASSES", "Item",
-           "Loaded", "PredictError", "bands", "build_parser", "collect", "image_seed", "load", "load_image", "main",
-           "parse_items", "parse_prefix", "plot_prediction", "predict_one", "run", "summary", "write_parquet"]
+# Each public name -> the module of this package that defines it, imported on first use
+# (PEP 562), so that importing the package imports none of them.
+_HOME = {
+    "build_parser": "cli", "main": "cli", "run": "cli",
+    "DEFAULT_ESTIMATOR": "estimate", "DEFAULT_SAMPLES": "estimate", "image_seed": "estimate",
+    "predict_one": "estimate",
+    "DEFAULT_ITEMS": "inputs", "IMAGE_SUFFIXES": "inputs", "Item": "inputs", "collect": "inputs",
+    "load_image": "inputs", "parse_items": "inputs", "parse_prefix": "inputs",
+    "Loaded": "loading", "PredictError": "loading", "load": "loading",
+    "MAX_HEATMAP_CLASSES": "output", "bands": "output", "plot_prediction": "output", "summary": "output",
+    "write_parquet": "output",
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value  # later lookups are plain attributes
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_HOME])

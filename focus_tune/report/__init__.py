@@ -29,12 +29,27 @@ tests with Holm's correction, summary), :mod:`.tables` (cells, tables, results.c
 search), :mod:`.writer` (:func:`write_report`), :mod:`.cli` (``python -m focus_tune.report``).
 """
 
-from .cli import main
-from .search_figure import SEARCH_STYLE, plot_search
-from .stats import aggregate, holm, paired
-from .trace import search_trace
-from .writer import Report, write_report
+from importlib import import_module
 
-# What other packages use; the rest is reached through its module (report.columns, ...).
-__all__ = ["Report", "SEARCH_STYLE", "aggregate", "holm", "main", "paired", "plot_search", "search_trace",
-           "write_report"]
+# Each public name -> the module of this package that defines it, imported on first use
+# (PEP 562), so that importing the package imports none of them.
+_HOME = {
+    "main": "cli",
+    "SEARCH_STYLE": "search_figure", "plot_search": "search_figure",
+    "aggregate": "stats", "holm": "stats", "paired": "stats",
+    "search_trace": "trace",
+    "Report": "writer", "write_report": "writer",
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value  # later lookups are plain attributes
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_HOME])

@@ -13,9 +13,25 @@ Modules: ``api`` (``run_search``, ``load_model``, the CLI's ``main``), ``cli`` (
 Ctrl-C), ``outputs`` (report, models, efficiency), ``dry_run``.
 """
 
-from .api import SearchResult, load_model, main, read_search, run_search
-from .cli import build_parser
-from .storage import STATE_FILE, SearchError, SearchState
+from importlib import import_module
 
-__all__ = ["STATE_FILE", "SearchError", "SearchResult", "SearchState", "build_parser", "load_model", "main",
-           "read_search", "run_search"]
+# Each public name -> the module of this package that defines it, imported on first use
+# (PEP 562), so that importing the package imports none of them.
+_HOME = {
+    "SearchResult": "api", "load_model": "api", "main": "api", "read_search": "api", "run_search": "api",
+    "build_parser": "cli",
+    "STATE_FILE": "storage", "SearchError": "storage", "SearchState": "storage",
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value  # later lookups are plain attributes
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_HOME])

@@ -11,12 +11,29 @@ is a logged model with a signature, an input example and its test metrics; the r
 each stage's winner is tagged ``winner_of``.
 """
 
-from .lineage import DATASET_CONTEXT, WINNER_TAG, context_tags, dataset_entity, manifest_digest
-from .models import ModelNotFound, default_input_example, download_model, fetch_model, model_signature
-from .outage import PATIENCE_ENV, TrackingUnavailable
-from .runs import Tracker
-from .store import tracking_uri, ui_command
+from importlib import import_module
 
-__all__ = ["DATASET_CONTEXT", "PATIENCE_ENV", "WINNER_TAG", "ModelNotFound", "Tracker", "TrackingUnavailable", "context_tags",
-           "dataset_entity", "default_input_example", "download_model", "fetch_model", "manifest_digest",
-           "model_signature", "tracking_uri", "ui_command"]
+# Each public name -> the module of this package that defines it, imported on first use
+# (PEP 562), so that importing the package imports none of them.
+_HOME = {
+    "DATASET_CONTEXT": "lineage", "WINNER_TAG": "lineage", "context_tags": "lineage", "dataset_entity": "lineage",
+    "manifest_digest": "lineage",
+    "ModelNotFound": "models", "default_input_example": "models", "download_model": "models",
+    "fetch_model": "models", "model_signature": "models",
+    "PATIENCE_ENV": "outage", "TrackingUnavailable": "outage",
+    "Tracker": "runs",
+    "tracking_uri": "store", "ui_command": "store",
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value  # later lookups are plain attributes
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_HOME])
