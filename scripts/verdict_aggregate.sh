@@ -16,7 +16,7 @@ folders=()
 for game in $games; do
   kept=$main/docs/results/replication/$game-quick/searches
   seeds=$(ls -d "$kept"/seed* 2> /dev/null | sed 's/.*seed//' | sort -n | while read -r s; do
-            [ -f "$kept/seed$s/results.csv" ] && echo "$s"; done | paste -sd, -)
+            [ -f "$kept/seed$s/results.csv" ] && echo "$s"; done | paste -sd, - || true)
   if [ -z "$seeds" ]; then
     echo "verdict: no kept $game search in $kept yet" >&2
     continue
