@@ -278,10 +278,11 @@ def test_the_verdict_across_scenarios(tmp_path):
     subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--seeds", "0-3", "--storage",
                     str(storage), "--out", str(out), "--aggregate-only", "--tracking-uri",
                     f"sqlite:///{tmp_path / 'mlflow.db'}"], check=True, capture_output=True, timeout=120, cwd=tmp_path)
-    for r, wall in ((0, 540), (1, 600)):  # what scripts/verdict_replications.sh leaves beside each search
+    for r, wall, kind in ((0, 540, "with"), (1, 600, "with"), (2, 1200, "without")):  # what
+        # scripts/verdict_replications.sh leaves beside each search
         (out / "searches" / f"seed{r}").mkdir(parents=True)
         (out / "searches" / f"seed{r}" / "provenance.json").write_text(json.dumps(
-            {"commit": "c9f0136" + "0" * 33, "cpu": "AMD EPYC with AVX-512", "cores": 2, "wall_s": wall}))
+            {"commit": "c9f0136" + "0" * 33, "cpu": f"AMD EPYC {kind} AVX-512", "cores": 2, "wall_s": wall}))
     proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate.verdict", "--out", str(tmp_path / "verdict"),
                            str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -301,6 +302,7 @@ def test_the_verdict_across_scenarios(tmp_path):
     assert "| H.E.R.O. | 4 |" in md and "0.095 → 0.048" in md and "0/4 |" in md
     assert (tmp_path / "verdict" / "verdict.png").read_bytes()[:4] == b"\x89PNG"
     assert "| H.E.R.O. | 2 | 9.5 min (9.0-10.0) | c9f0136 | AMD EPYC with AVX-512, 2 cores |" in md
+    assert "| H.E.R.O. | 1 | 20.0 min (20.0-20.0) | c9f0136 | AMD EPYC without AVX-512, 2 cores |" in md  # not pooled
     # Holm over all scenarios: two scenarios double the primary tests, the pooled adjustment is at
     # least each scenario's own
     s = json.loads((out / "replication.json").read_text())
@@ -315,7 +317,7 @@ def test_a_kept_report_brings_its_validation_scores_where_its_store_is_gone(tmp_
     """scripts/verdict_replications.sh keeps each search's report with a validation.json (the
     fixed stages' candidates' validation scores from its MLflow store); aggregated from those
     copies alone, the selection-rule rows that need them are still there."""
-    from focus_tune.replicate.summary import VALIDATION_FILE, read_run, summarize
+    from focus_tune.replicate.analysis import VALIDATION_FILE, read_run, summarize
 
     runs = []
     for r in range(2):

@@ -1,7 +1,7 @@
 """The verdict across the six scenarios: one row per scenario from its replication.
 
 ``python -m focus_tune.replicate.verdict --out docs/results/verdict docs/results/replication/*-quick``
-reads each folder's ``replication.json`` (:func:`focus_tune.replicate.summary.summarize`) and
+reads each folder's ``replication.json`` (:func:`focus_tune.replicate.analysis.summarize`) and
 writes ``verdict.md`` (the table README and RESULTS open with), ``verdict.json`` and
 ``verdict.png`` (the forest plot). Per scenario:
 
@@ -18,7 +18,7 @@ writes ``verdict.md`` (the table README and RESULTS open with), ``verdict.json``
   other data).
 
 Holm's adjustment runs over the declared primary comparisons
-(:data:`focus_tune.replicate.summary.VERDICT_PRIMARY`) of all scenarios together, and
+(:data:`focus_tune.replicate.analysis.VERDICT_PRIMARY`) of all scenarios together, and
 separately within each scenario (the replication's own ``holm_primary``); the table says
 which.
 """
@@ -34,7 +34,7 @@ import numpy as np
 
 from ..names import conformal_row
 from ..report.stats import holm
-from .summary import VERDICT_PRIMARY
+from .analysis import VERDICT_PRIMARY
 
 SCENARIOS = ("facemed", "hero", "seaquest", "riverraid", "bankheist", "roadrunner")
 NAMES = {"facemed": "FaceMed", "hero": "H.E.R.O.", "seaquest": "Seaquest", "riverraid": "River Raid",
@@ -159,27 +159,30 @@ def notes(v: dict) -> list[str]:
         "the direction only."]
 
 
-def search_times(folders: dict[str, Path]) -> dict[str, dict]:
-    """Per scenario, the wall seconds of its replicated searches and where they ran, from the
+def search_times(folders: dict[str, Path]) -> dict[str, dict[str, dict]]:
+    """Per scenario and per machine (CPU kind and cores: times compare within a kind only), the
+    wall seconds of its replicated searches and their commits, from the
     ``searches/seed<r>/provenance.json`` files beside its replication (scripts/verdict_replications.sh)."""
     out = {}
     for game, folder in folders.items():
-        runs = [json.loads(f.read_text()) for f in sorted((folder / "searches").glob("seed*/provenance.json"))]
-        if runs:
-            out[game] = {"wall_s": [r["wall_s"] for r in runs], "cpus": sorted({f"{r['cpu']}, {r['cores']} cores"
-                                                                               for r in runs}),
-                         "commits": sorted({r["commit"][:7] for r in runs})}
+        for f in sorted((folder / "searches").glob("seed*/provenance.json")):
+            r = json.loads(f.read_text())
+            group = out.setdefault(game, {}).setdefault(f"{r['cpu']}, {r['cores']} cores", {"wall_s": [], "commits": []})
+            group["wall_s"].append(r["wall_s"])
+            group["commits"] = sorted({*group["commits"], r["commit"][:7]})
     return out
 
 
-def times_markdown(times: dict[str, dict]) -> list[str]:
-    """The search times table (docs/BENCHMARKS.md): minutes per quick search of each scenario."""
+def times_markdown(times: dict[str, dict[str, dict]]) -> list[str]:
+    """The search times table (docs/BENCHMARKS.md): minutes per quick search of each scenario,
+    a row per machine it ran on."""
     lines = ["| scenario | searches | wall time per search, mean (min-max) | commit | machine |",
              "|---|---:|---|---|---|"]
-    for game, t in times.items():
-        minutes = np.array(t["wall_s"], dtype=float) / 60
-        lines.append(f"| {NAMES.get(game, game)} | {minutes.size} | {minutes.mean():.1f} min ({minutes.min():.1f}-"
-                     f"{minutes.max():.1f}) | {', '.join(t['commits'])} | {'; '.join(t['cpus'])} |")
+    for game, machines in times.items():
+        for machine, t in machines.items():
+            minutes = np.array(t["wall_s"], dtype=float) / 60
+            lines.append(f"| {NAMES.get(game, game)} | {minutes.size} | {minutes.mean():.1f} min ({minutes.min():.1f}-"
+                         f"{minutes.max():.1f}) | {', '.join(t['commits'])} | {machine} |")
     return lines
 
 
