@@ -18,15 +18,15 @@ import time
 
 import torch
 
-from focus_tune.config import load_search_config, space_path
+from focus_tune.config.space import load_search_config, space_path
 from focus_tune.data import ensure_dataset, load_dataset
-from focus_tune.eager import eager_optimizers
-from focus_tune.job import DataInfo
-from focus_tune.model_io import build_model
-from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import seed_everything, train_one_epoch
-from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import draw_samples, evaluate
+from focus_tune.scoring.evaluation import draw_samples, evaluate
+from focus_tune.sim.adam_patch import eager_optimizers
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model_io import DataInfo
+from focus_tune.sim.model_io import build_model
+from focus_tune.sim.regularization import LambdaSchedule
+from focus_tune.sim.train import seed_everything, train_one_epoch
 
 
 def schedules(length: int, constant: float) -> dict[str, LambdaSchedule]:
@@ -38,7 +38,7 @@ def schedules(length: int, constant: float) -> dict[str, LambdaSchedule]:
 
 
 def main() -> None:
-    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--game", default="hero")
     ap.add_argument("--profile", default="quick", choices=("smoke", "quick", "paper"))

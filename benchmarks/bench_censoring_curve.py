@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from focus_tune import metrics, survival  # noqa: E402
+from focus_tune.scoring import metrics, survival  # noqa: E402
 
 L, HAZARD, LO, HI = 12, 0.15, 2.0, 8.0
 

@@ -51,7 +51,7 @@ def faces_grid(out: Path, size: int = 64, seed: int = 0) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from focus_tune.data.faces import render_faces
+    from focus_tune.data.builtin.faces import render_faces
 
     ages = np.repeat([2, 5, 12, 25, 30, 38, 45, 50, 62, 75, 88, 95], 2)
     images = render_faces(ages, size, np.random.default_rng(seed))
@@ -68,8 +68,8 @@ def faces_grid(out: Path, size: int = 64, seed: int = 0) -> None:
 
 def age_probe(n_train: int = 2500, n_test: int = 500, seed: int = 0) -> str:
     """How readable age is from 32x32 procedural faces: a ridge probe on 16x16 pixels."""
-    from focus_tune.data.faces import apparent_age, render_faces
-    from focus_tune.data.facemed import sample_ages
+    from focus_tune.data.builtin.faces import apparent_age, render_faces
+    from focus_tune.data.builtin.facemed import sample_ages
 
     rng = np.random.default_rng(seed)
     n = n_train + n_test

@@ -4,7 +4,7 @@ The predictions are realistic: the exact marginal probabilities P(Y_i | x) [N, L
 data generators store with the FaceMed and H.E.R.O. datasets (val split: n = 250 items, test
 split: n = 1000 items, L entries each). Labels are drawn R times, independently per item and
 entry, from the exact probabilities, and every candidate estimator is computed per entry
-and averaged over entries (the sequence-level value, as in focus_tune.metrics). Predictors:
+and averaged over entries (the sequence-level value, as in focus_tune.scoring.metrics). Predictors:
 
 * calibrated: the exact probabilities themselves (true calibration error 0);
 * tempered T: p^(1/T) renormalized (T < 1 sharpens: overconfident);
@@ -17,10 +17,10 @@ draws per item), with the same equal-mass bins (they depend on the predictions o
 l1 estimators are compared with the l1 truth (the paper's ECE scale), the squared ones with
 the squared truth.
 
-Candidates (all per entry, 10 equal-mass bins of focus_tune.metrics unless said; d =
+Candidates (all per entry, 10 equal-mass bins of focus_tune.scoring.metrics unless said; d =
 accuracy - mean confidence of a bin, n_b its size):
 
-* paper    : mean over bins of |d| (focus_tune.metrics.ece, the plug-in);
+* paper    : mean over bins of |d| (focus_tune.scoring.metrics.ece, the plug-in);
 * kumar_l1 : |d| - (E|N(d, s^2)| - |d|), s^2 = acc (1 - acc) / n_b: the plug-in minus its
              Gaussian-approximation bias (Kumar, Liang & Ma 2019), in closed form;
 * sweep_l1 : Roelofs et al. 2022: the largest number of equal-mass bins (split of the sorted
@@ -30,7 +30,7 @@ accuracy - mean confidence of a bin, n_b its size):
 * kumar_l2 : mean over bins of d^2 - acc (1 - acc) / (n_b - 1) (Kumar et al. 2019);
 * l2+spread: kumar_l2 + v_b / (n_b - 1), v_b = the variance of the confidences in bin b
              (makes it exactly unbiased for a calibrated predictor whatever the spread in a
-             bin): focus_tune.metrics.ece_debiased, computed by its code.
+             bin): focus_tune.scoring.metrics.ece_debiased, computed by its code.
 
 Printed per case: truth, mean and SD over the R repetitions of each estimator, its bias
 (mean - truth) with the bias's standard error SD / sqrt(R), and its RMSE.
@@ -45,7 +45,7 @@ import numpy as np
 from scipy.stats import norm
 
 from focus_tune.data import ensure_dataset, load_dataset
-from focus_tune.metrics import _bin_ids, _ece_debiased_columns
+from focus_tune.scoring.metrics import _bin_ids, _ece_debiased_columns
 
 L1 = ("paper", "kumar_l1", "sweep_l1")
 L2 = ("plug_l2", "kumar_l2", "l2+spread")

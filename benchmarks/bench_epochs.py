@@ -2,7 +2,7 @@
 
 Each recipe ``kind:epochs:lr[:batch]`` (kind ``const``: constant learning rate, the paper's
 Adam; ``oc``: one-cycle; ``decay``: constant, then a cosine over the last 20 % of the steps;
-``focus_tune.train.LearningRate``) trains the quick model of a
+``focus_tune.sim.train.LearningRate``) trains the quick model of a
 scenario unregularized (seed 0, 1 thread, the quick data's 1000 training items) and scores
 the whole test split as a final does (M = 100, counted, absorbing: model): one JSON line per
 recipe with the training seconds, the last epoch's training loss and the test ECE, CE, AUC,
@@ -31,24 +31,24 @@ import time
 
 import torch
 
-from focus_tune import metrics
-from focus_tune.baselines import ImageBlind
 from focus_tune.data import ensure_dataset, load_dataset
-from focus_tune.device_split import DeviceSplit
-from focus_tune.eager import eager_optimizers
-from focus_tune.evaluation import evaluate
-from focus_tune.model import Simulator
 from focus_tune.names import ESTIMATORS
-from focus_tune.regularization import LambdaSchedule
-from focus_tune.replicate.summary import seed_list
-from focus_tune.train import LearningRate, seed_everything, train_one_epoch
+from focus_tune.replicate.analysis import seed_list
+from focus_tune.scoring import metrics
+from focus_tune.scoring.baselines import ImageBlind
+from focus_tune.scoring.evaluation import evaluate
+from focus_tune.sim.adam_patch import eager_optimizers
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model import Simulator
+from focus_tune.sim.regularization import LambdaSchedule
+from focus_tune.sim.train import LearningRate, seed_everything, train_one_epoch
 
 KINDS = {"const": "constant", "oc": "onecycle", "decay": "decay"}  # recipe kind -> lr_schedule
 KEYS = ("marginal/ece", "marginal/ce", "marginal/auc", "interval/coverage", "interval/relative_width")
 
 
 def main() -> None:
-    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("recipes", nargs="*", help="kind:epochs:lr[:batch], kind const, oc or decay")
     ap.add_argument("--game", default="hero")

@@ -28,16 +28,16 @@ def train(epochs: int, data_root: str, game: str = "hero", profile: str = "quick
     """Epoch times of the profile's unregularized model (seed 0, one thread) and a hash of its parameters."""
     import torch
 
-    from focus_tune.config import load_search_config, space_path
+    from focus_tune.config.space import load_search_config, space_path
     from focus_tune.data import ensure_dataset, load_dataset
-    from focus_tune.device_split import DeviceSplit
-    from focus_tune.eager import eager_optimizers
-    from focus_tune.job import DataInfo
-    from focus_tune.model_io import build_model
-    from focus_tune.regularization import LambdaSchedule
-    from focus_tune.train import LearningRate, seed_everything, train_one_epoch
+    from focus_tune.sim.device_split import DeviceSplit
+    from focus_tune.sim.adam_patch import eager_optimizers
+    from focus_tune.sim.model_io import DataInfo
+    from focus_tune.sim.model_io import build_model
+    from focus_tune.sim.regularization import LambdaSchedule
+    from focus_tune.sim.train import LearningRate, seed_everything, train_one_epoch
 
-    eager_optimizers()  # the worker's process trains: Adam without the torch._dynamo import (focus_tune/eager.py)
+    eager_optimizers()  # the worker's process trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
     torch.set_num_threads(1)
     cfg = load_search_config(space_path(game), profile).train
     data = load_dataset(ensure_dataset(game, profile, data_root))

@@ -3,7 +3,7 @@
 The test labels of a dataset are one draw of each item's sequence from its true process.
 This script keeps the items (images, true process) of a split fixed, redraws their label
 sequences R times from the same process (the generator's chain, as the dataset was built)
-and scores fixed predictors against each draw with :func:`focus_tune.metrics.sequence_metrics`:
+and scores fixed predictors against each draw with :func:`focus_tune.scoring.metrics.sequence_metrics`:
 
 * exact: the true marginals P(Y_i | x), calibrated by construction;
 * oracle counted: the class frequencies of M draws of the true process per item, drawn once
@@ -26,10 +26,10 @@ import time
 
 import numpy as np
 
-from focus_tune.baselines import TrueProcess, rao_blackwell
 from focus_tune.data import ensure_dataset, load_dataset
-from focus_tune.metrics import sequence_metrics, signed_root
-from focus_tune.montecarlo import marginal_probs
+from focus_tune.scoring.baselines import TrueProcess, rao_blackwell
+from focus_tune.scoring.metrics import sequence_metrics, signed_root
+from focus_tune.scoring.montecarlo import marginal_probs
 
 KEYS = ("ece", "ece_debiased_sq")
 

@@ -3,7 +3,7 @@
 N = 2000 items, L = 300 entries, c = 19 classes, Monte Carlo-like probabilities (M = 100
 frequencies, so ties and exact zeros occur). Checks the values agree to 1e-9.
 
-Then each newer metric alone against its loop in focus_tune/reference.py: the debiased ECE
+Then each newer metric alone against its loop in tests/_reference.py: the debiased ECE
 and the overconfidence (the vectorized columns that sequence_metrics computes, against a
 loop over entries, bins or items), the interval score and the CRPS of N items' M sampled
 times to event on t = 1..L (interval_metrics; crps of time_pmf, against pairs of samples).
@@ -12,19 +12,18 @@ times to event on t = 1..L (interval_metrics; crps of time_pmf, against pairs of
 """
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from focus_tune.metrics import _ece_debiased_columns, crps, interval_metrics, sequence_metrics
-from focus_tune.montecarlo import interval, time_pmf
-from focus_tune.reference import (
-    naive_crps,
-    naive_ece_debiased_squared,
-    naive_interval_score,
-    naive_overconfidence,
-    naive_sequence_metrics,
-)
+from focus_tune.scoring.metrics import _ece_debiased_columns, crps, interval_metrics, sequence_metrics
+from focus_tune.scoring.montecarlo import interval, time_pmf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' naive references
+from _reference import (naive_crps, naive_ece_debiased_squared, naive_interval_score,  # noqa: E402
+                        naive_overconfidence, naive_sequence_metrics)
 
 
 def timed(fn):

@@ -32,16 +32,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from focus_tune.config import load_search_config, space_path
+from focus_tune.config.space import load_search_config, space_path
 from focus_tune.data import load_dataset
-from focus_tune.job import DataInfo
-from focus_tune.metrics import sequence_ece
-from focus_tune.model_io import build_model
 from focus_tune.names import FAMILIES
-from focus_tune.plan import SearchPlan
-from focus_tune.temperature import paired_bootstrap_se
-from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import evaluate, evaluation_generator
+from focus_tune.procedure.plan import SearchPlan
+from focus_tune.scoring.evaluation import evaluate, evaluation_generator
+from focus_tune.scoring.metrics import sequence_ece
+from focus_tune.scoring.temperature import paired_bootstrap_se
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model_io import DataInfo
+from focus_tune.sim.model_io import build_model
 
 
 

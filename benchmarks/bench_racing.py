@@ -2,7 +2,7 @@
 
 A search run with ``racing: record`` validates every candidate at the race epoch too and
 trains it to the end. For each of its stages this script applies the racing rule
-(``focus_tune.racing.losers``: behind the stage's leader at the race epoch by more than
+(``focus_tune.procedure.racing.losers``: behind the stage's leader at the race epoch by more than
 ``race_se`` standard errors, plus ``tie_se`` where the tie rule could still choose it) to the
 recorded race-epoch scores and asks whether the candidate the stage chose at full training is
 among those it would have stopped: a changed decision. It compares every candidate with the
@@ -20,8 +20,8 @@ import argparse
 import json
 from pathlib import Path
 
-from focus_tune.racing import changed_decisions
-from focus_tune.state import read_state
+from focus_tune.procedure.racing import changed_decisions
+from focus_tune.procedure.state import read_state
 
 
 def replay(run: Path, race_se: float | None) -> dict:

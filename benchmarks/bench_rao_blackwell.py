@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from chain import chain_simulator, exact_marginals  # noqa: E402
 
-from focus_tune.montecarlo import marginal_probs, time_pmf, time_to_event  # noqa: E402
+from focus_tune.scoring.montecarlo import marginal_probs, time_pmf, time_to_event  # noqa: E402
 
 # A slower chain than the tests' (mean time to the absorbing class ~ 12 entries), so that
 # many entries are uncertain, as in the H.E.R.O. data (mean length ~ 44 of 300 entries).

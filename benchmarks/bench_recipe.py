@@ -50,8 +50,8 @@ def _hand_space(profile: str, base: dict, folder: Path) -> Path:
     """The packaged recipe space with every dimension the hand-made value alone."""
     import yaml
 
-    from focus_tune.config import SPACES_DIR
-    from focus_tune.yaml_strict import read_yaml
+    from focus_tune.config.space import SPACES_DIR
+    from focus_tune.config.strict_yaml import read_yaml
 
     raw = read_yaml(SPACES_DIR / "recipe.yaml", "recipe.yaml")
     raw["space"] = {k: {"choice": [v]} for k, v in base.items()}

@@ -17,12 +17,16 @@ and prints how far each one's state is from PyTorch's order.
 """
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from focus_tune.model import Simulator
-from focus_tune.reference import naive_sample
+from focus_tune.sim.model import Simulator
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' naive references
+from _reference import naive_sample  # noqa: E402
 
 END = 18
 
@@ -61,7 +65,7 @@ def _tanh_cell(gates: torch.Tensor, cell: torch.Tensor) -> tuple[torch.Tensor, t
 def step_benchmark(rows: int, hidden: int, classes: int = 19, steps: int = 30) -> None:
     """The sampler's LSTM step three ways, interleaved, best of 5: PyTorch's gate order, the
     reordered gates with a tanh (the sampler before), the sigmoid-only cell (the sampler now)."""
-    from focus_tune.model import sampler_cell, sampler_weights
+    from focus_tune.sim.model import sampler_cell, sampler_weights
 
     torch.manual_seed(0)
     lstm = torch.nn.LSTM(hidden, hidden, batch_first=True)

@@ -13,8 +13,8 @@ import argparse
 
 import numpy as np
 
-from focus_tune import metrics
-from focus_tune.temperature import paired_bootstrap_se
+from focus_tune.scoring import metrics
+from focus_tune.scoring.temperature import paired_bootstrap_se
 
 
 def tempered(q, t):

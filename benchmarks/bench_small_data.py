@@ -7,7 +7,7 @@ sizes, against the gaps between the families and image-blind in the worked examp
 The worked example's chain (scripts/digits_dataset.py, L = 20, 3 classes; digits uniform,
 no censoring: censoring only adds noise) is drawn ``--draws`` times at each test size n, one
 sequence per item. Two calibrated predictors are scored on the same draws with the search's
-ECE (focus_tune.metrics.sequence_ece, B = 10 equal-mass bins): the exact marginals
+ECE (focus_tune.scoring.metrics.sequence_ece, B = 10 equal-mass bins): the exact marginals
 P(Y_i | digit) (a family at its best: it reads the image) and their mixture over digits
 (image-blind at its best: the same for every item). Per n it prints each one's mean ECE (the
 floor of a calibrated predictor at that size) and SD, and the SD of their paired
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import digits_dataset as digits  # noqa: E402
 
-from focus_tune.metrics import sequence_ece  # noqa: E402
+from focus_tune.scoring.metrics import sequence_ece  # noqa: E402
 
 
 def draw_sequences(d: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -5,12 +5,12 @@ search's trial processes and every new store):
 
 - **A trial worker's imports.** Each trial's Ray actor imports Ray Tune, torch and the
   trainable. Building the encoder with torchvision imported torchvision, and with it
-  torch._dynamo; the encoder is now written out in ``focus_tune.model`` (equal to
+  torch._dynamo; the encoder is now written out in ``focus_tune.sim.model`` (equal to
   torchvision's bit for bit, tests/test_core_model.py). "before" imports torchvision on top of
   what the trainable imports now, which is what the trainable imported then.
 - **A new MLflow store.** MLflow creates a SQLite store by running its migrations; a new
   local store is now a copy of an empty one made once per MLflow version
-  (``focus_tune.tracking.store.create_local_store``).
+  (``focus_tune.tracking.backend.create_local_store``).
 
 Each measurement is a fresh Python process (CPU seconds: user + system of the child, which is
 what the suite's two cores are short of), the two sides alternating, the median of --repeats.
@@ -29,16 +29,16 @@ import sys
 import tempfile
 
 IMPORTS = {
-    "before": "import ray, ray.tune, torchvision, focus_tune.trainable",
-    "now": "import ray, ray.tune, focus_tune.trainable",
+    "before": "import ray, ray.tune, torchvision, focus_tune.search.trainable",
+    "now": "import ray, ray.tune, focus_tune.search.trainable",
 }
 STORE = {
     "before": "from mlflow.tracking import MlflowClient; MlflowClient('sqlite:///{db}').search_experiments()",
-    "now": ("from focus_tune.tracking.store import create_local_store; from mlflow.tracking import MlflowClient; "
+    "now": ("from focus_tune.tracking.backend import create_local_store; from mlflow.tracking import MlflowClient; "
             "create_local_store('sqlite:///{db}'); MlflowClient('sqlite:///{db}').search_experiments()"),
 }
 # Opening a store that exists (the imports, the engine, the schema check): what both sides pay anyway.
-BASE = ("from mlflow.tracking import MlflowClient; import focus_tune.tracking.store; "
+BASE = ("from mlflow.tracking import MlflowClient; import focus_tune.tracking.backend; "
         "MlflowClient('sqlite:///{existing}').search_experiments()")
 
 
@@ -67,7 +67,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    from focus_tune.tracking.store import store_template
+    from focus_tune.tracking.backend import store_template
 
     store_template()  # made once per MLflow version: not part of what a new store costs
     print(f"CPU seconds of a fresh process, median of {args.repeats}, the sides alternating")

@@ -8,8 +8,8 @@ variant, so the variants share their uniforms):
 
 * unscaled: T = 1;
 * old per-entry (all rows): one T per entry on every validation row, dead rows included
-  (the fit the trainable used before focus_tune/temperature.py);
-* (a) pooled: one T on the live rows (focus_tune.temperature.fit_pooled);
+  (the fit the trainable used before focus_tune/scoring/temperature.py);
+* (a) pooled: one T on the live rows (focus_tune.scoring.temperature.fit_pooled);
 * (b) per-entry live: one T per entry with >= --min-rows live rows, pooled elsewhere
   (fit_per_entry);
 * (c) grid: one T on --grid chosen by the validation *sampled* marginal ECE, the way the
@@ -31,23 +31,23 @@ import time
 import numpy as np
 import torch
 
-from focus_tune import temperature as temp
-from focus_tune.config import load_search_config, space_path
+from focus_tune.config.space import load_search_config, space_path
 from focus_tune.data import ensure_dataset, load_dataset
-from focus_tune.eager import eager_optimizers
-from focus_tune.job import DataInfo
-from focus_tune.model_io import build_model
-from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import seed_everything, train_one_epoch
-from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import evaluate, teacher_forced_logits
+from focus_tune.scoring import temperature as temp
+from focus_tune.scoring.evaluation import evaluate, teacher_forced_logits
+from focus_tune.sim.adam_patch import eager_optimizers
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model_io import DataInfo
+from focus_tune.sim.model_io import build_model
+from focus_tune.sim.regularization import LambdaSchedule
+from focus_tune.sim.train import seed_everything, train_one_epoch
 
 
 def old_per_entry(logits: torch.Tensor, labels: np.ndarray) -> temp.TemperatureFit:
     """The previous fit: one T per entry on all rows, dead ones included (baselines.fit_temperatures).
 
     Reproduced with the module's own bisection (mask None = every row) so that this benchmark
-    keeps running once the old function is removed from focus_tune/baselines.py.
+    keeps running once the old function is removed from focus_tune/scoring/baselines.py.
     """
     z, y = temp._check(logits, labels)
     t = np.concatenate([temp._bisect(z[:, a : a + 32], y[:, a : a + 32], None, temp.BOUNDS, 60)
@@ -58,7 +58,7 @@ def old_per_entry(logits: torch.Tensor, labels: np.ndarray) -> temp.TemperatureF
 
 
 def main() -> None:
-    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--game", default="hero")
     ap.add_argument("--profile", default="quick", choices=("smoke", "quick", "paper"))

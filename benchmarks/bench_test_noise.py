@@ -42,14 +42,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_noise import checkpoint_of  # noqa: E402
 
-from focus_tune.config import load_search_config, space_path  # noqa: E402
+from focus_tune.config.space import load_search_config, space_path  # noqa: E402
 from focus_tune.data import evaluation_groups, load_dataset  # noqa: E402
-from focus_tune.device_split import DeviceSplit  # noqa: E402
-from focus_tune.evaluation import evaluate, evaluation_generator  # noqa: E402
-from focus_tune.job import DataInfo  # noqa: E402
-from focus_tune.model_io import build_model  # noqa: E402
 from focus_tune.names import FAMILIES  # noqa: E402
-from focus_tune.plan import SearchPlan  # noqa: E402
+from focus_tune.procedure.plan import SearchPlan  # noqa: E402
+from focus_tune.scoring.evaluation import evaluate, evaluation_generator  # noqa: E402
+from focus_tune.sim.device_split import DeviceSplit  # noqa: E402
+from focus_tune.sim.model_io import DataInfo  # noqa: E402
+from focus_tune.sim.model_io import build_model  # noqa: E402
 
 METRICS = ("marginal/ece", "marginal/ece_debiased", "interval/coverage", "interval/interval_score",
            "marginal/ce", "marginal/auc")

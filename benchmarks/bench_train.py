@@ -10,15 +10,15 @@ import argparse
 
 import torch
 
-from focus_tune.model import Simulator
-from focus_tune.eager import eager_optimizers
-from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import train_one_epoch
-from focus_tune.device_split import DeviceSplit
+from focus_tune.sim.adam_patch import eager_optimizers
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model import Simulator
+from focus_tune.sim.regularization import LambdaSchedule
+from focus_tune.sim.train import train_one_epoch
 
 
 def main() -> None:
-    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="+", default=["84x84", "210x160"])
     ap.add_argument("--batch", type=int, default=32)

@@ -6,17 +6,17 @@ Prints, with the device's name:
    at the paper's sizes (3x84x84 frames with L = 300 and L = 200, FaceMed 3x64x64 with
    L = 100), fp32 and bf16 autocast, with the peak GPU memory of each;
 2. Monte Carlo validation time (M = 100) for the H.E.R.O. paper validation split
-   (16,769 items, L = 300) through ``focus_tune.evaluation.evaluate``, the function every
+   (16,769 items, L = 300) through ``focus_tune.scoring.evaluation.evaluate``, the function every
    validation of every trial calls;
 3. aggregate samples/s with 1, 2, 4 and 8 trials sharing the GPU through Ray Tune at
-   fractional GPUs (the real trainable, ``focus_tune.trainable.run_trial``, a few epochs
+   fractional GPUs (the real trainable, ``focus_tune.search.trainable.run_trial``, a few epochs
    each on 84x84 frames with L = 300), and GPU memory per trial;
 4. from those numbers, the minutes of one paper-profile H.E.R.O. training at each GPU
-   fraction, the best ``--gpus-per-trial`` and the cost model's estimate of the search on 8 GPUs (focus_tune.cost);
+   fraction, the best ``--gpus-per-trial`` and the cost model's estimate of the search on 8 GPUs (focus_tune.procedure.cost);
 5. a smoke search with ``--gpus-per-trial 0.25`` end to end.
 
 The measured rates are written to ``gpu_rates.json`` (``--out``) and to ``--rates-out PATH``:
-the file the dry run reads, ``focus_tune/gpu_rates.json`` (one NVIDIA H200) unless it is given
+the file the dry run reads, ``focus_tune/procedure/gpu_rates.json`` (one NVIDIA H200) unless it is given
 ``--rates PATH`` (or ``$FOCUS_TUNE_GPU_RATES``), which prices a search on your own card:
 
     python benchmarks/gpu_check.py [--out DIR]        # on a GPU: about 5 minutes
@@ -52,14 +52,14 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from focus_tune.config import load_search_config  # noqa: E402
-from focus_tune.data.profiles import get_spec  # noqa: E402
-from focus_tune.eager import eager_optimizers  # noqa: E402
-from focus_tune.model import Simulator  # noqa: E402
-from focus_tune.regularization import LambdaSchedule  # noqa: E402
-from focus_tune.train import train_one_epoch  # noqa: E402
-from focus_tune.device_split import DeviceSplit  # noqa: E402
-from focus_tune.evaluation import evaluate  # noqa: E402
+from focus_tune.config.space import load_search_config  # noqa: E402
+from focus_tune.data.builtin.profiles import get_spec  # noqa: E402
+from focus_tune.scoring.evaluation import evaluate  # noqa: E402
+from focus_tune.sim.adam_patch import eager_optimizers  # noqa: E402
+from focus_tune.sim.device_split import DeviceSplit  # noqa: E402
+from focus_tune.sim.model import Simulator  # noqa: E402
+from focus_tune.sim.regularization import LambdaSchedule  # noqa: E402
+from focus_tune.sim.train import train_one_epoch  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -101,9 +101,9 @@ def _random_split(n: int, case: Case, device: torch.device, seed: int = 0) -> De
 
 
 def _model(case: Case, device: torch.device, dry: bool) -> Simulator:
-    from focus_tune.config import TrainConfig
-    from focus_tune.job import DataInfo
-    from focus_tune.model_io import build_model
+    from focus_tune.config.space import TrainConfig
+    from focus_tune.sim.model_io import DataInfo
+    from focus_tune.sim.model_io import build_model
 
     torch.manual_seed(0)
     info = DataInfo(num_classes=case.classes, event=case.classes - 1, condition_class=0, in_channels=case.image[0])
@@ -190,7 +190,7 @@ def mc_validation(case: Case, device: torch.device, items: int, probe: int, budg
         out.update(full_s=per_item * items, extrapolated=True)
     out["forced_probe_s"] = timed(probe, absorbing="forced")
     # Where the probe's time goes: the sampler alone, at the trainable's chunk and a larger one.
-    from focus_tune.evaluation import draw_samples
+    from focus_tune.scoring.evaluation import draw_samples
 
     images = _random_split(probe, case, device, seed=1).images
     for chunk in (64, 512):
@@ -246,7 +246,7 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
     from ray import tune
     from ray.tune import Callback
 
-    from focus_tune.trials import TrialSpec
+    from focus_tune.procedure.trials import TrialSpec
 
     class Rates(Callback):
         """Each trial's per-epoch training samples/s (Tune's file loggers are off)."""
@@ -258,9 +258,10 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
             if "train/samples_per_s" in result:
                 self.sps.setdefault(trial.trial_id, []).append(result["train/samples_per_s"])
 
-    from focus_tune.config import TrainConfig
-    from focus_tune.job import DataInfo, Splits, TrialJob
-    from focus_tune.trainable import run_trial
+    from focus_tune.config.space import TrainConfig
+    from focus_tune.sim.model_io import DataInfo
+    from focus_tune.procedure.job import Splits, TrialJob
+    from focus_tune.search.trainable import run_trial
 
     train = {**paper_train(dry), "epochs": epochs, "eval_every": epochs, "val_items": 8 if dry else 128}
     info = DataInfo(num_classes=case.classes, event=case.classes - 1, condition_class=0, in_channels=case.image[0])
@@ -354,7 +355,7 @@ def rates(report: dict, precision: str) -> dict:
 
 
 def main() -> int:
-    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dry", action="store_true", help="tiny sizes on the CPU: checks that every section runs")
     ap.add_argument("--out", type=Path, default=None, help="folder for gpu_check.json and gpu_rates.json")
@@ -449,7 +450,7 @@ def main() -> int:
 
 def _default_precision() -> str:
     """The precision a trial trains in unless its search space says otherwise."""
-    from focus_tune.config import TrainConfig
+    from focus_tune.config.space import TrainConfig
 
     return TrainConfig.__dataclass_fields__["precision"].default
 
@@ -484,9 +485,9 @@ def _with_local_ray(dry: bool, fn):
 
 def paper_cost(r: dict, dry: bool) -> dict:
     """Minutes of one paper H.E.R.O. training per GPU fraction and the 8-GPU search cost."""
-    from focus_tune.plan import SearchPlan
-    from focus_tune.cost import Resources, estimate
-    from focus_tune.rates import training_minutes_from_rates
+    from focus_tune.procedure.plan import SearchPlan
+    from focus_tune.procedure.cost import Resources, estimate
+    from focus_tune.procedure.rates import training_minutes_from_rates
 
     cfg = load_search_config(REPO / "search_spaces" / "hero.yaml", "paper")
     spec = get_spec("hero", "paper")

@@ -2,15 +2,15 @@
 
 Prints and writes (``--out DIR``/gpu_packed.json), with the device's name:
 
-1. ``train``: training samples/s of one trial per process (``focus_tune.train.train_one_epoch``,
-   what a trial runs today) against a pack of K members (``focus_tune.packed.PackTrainer``,
+1. ``train``: training samples/s of one trial per process (``focus_tune.sim.train.train_one_epoch``,
+   what a trial runs today) against a pack of K members (``focus_tune.sim.packed.PackTrainer``,
    each member its own seed, lambda schedule and batch order) with the whole step as a CUDA
    graph, fp32 and bf16, at the paper size (3x84x84, L = 300, ResNet-18,
    LSTM(256), batch 256; K = 4, 16, 32 up to the memory) and the quick size (3x32x32, L = 100,
    ResNet-18 width 32, LSTM(128), batch 64; K = 16, 64), with peak GPU memory; the ratio is
    the pack's aggregate samples/s over the faster solo precision's.
 2. ``mc``: Monte Carlo validation (M = 100, every entry drawn from the model) at the paper
-   size: solo ``focus_tune.evaluation.evaluate`` and ``focus_tune.packed_eval.evaluate_packed`` on
+   size: solo ``focus_tune.scoring.evaluation.evaluate`` and ``focus_tune.scoring.packed_eval.evaluate_packed`` on
    the same probe items (the two results must agree: ``same_metrics``), then the packed
    evaluation of the whole H.E.R.O. paper validation split (16,769 items, L = 300), with where
    its time goes (sampling, counting, metrics), and a pack of 4 on a quarter of it.
@@ -39,14 +39,14 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from focus_tune.model import Simulator  # noqa: E402
-from focus_tune.eager import eager_optimizers  # noqa: E402
-from focus_tune.packed import Member, PackTrainer, new_pack  # noqa: E402
-from focus_tune.packed_eval import evaluate_packed  # noqa: E402
-from focus_tune.regularization import LambdaSchedule  # noqa: E402
-from focus_tune.train import train_one_epoch  # noqa: E402
-from focus_tune.device_split import DeviceSplit  # noqa: E402
-from focus_tune.evaluation import evaluate  # noqa: E402
+from focus_tune.scoring.evaluation import evaluate  # noqa: E402
+from focus_tune.scoring.packed_eval import evaluate_packed  # noqa: E402
+from focus_tune.sim.adam_patch import eager_optimizers  # noqa: E402
+from focus_tune.sim.device_split import DeviceSplit  # noqa: E402
+from focus_tune.sim.model import Simulator  # noqa: E402
+from focus_tune.sim.packed import Member, PackTrainer, new_pack  # noqa: E402
+from focus_tune.sim.regularization import LambdaSchedule  # noqa: E402
+from focus_tune.sim.train import train_one_epoch  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ def mc_section(size: Size, device, items: int, probe: int) -> dict:
     full = _split(items, size, device, seed=3)
     _, out["packed_full_s"] = timed(lambda: evaluate_packed(packed, [full], 100, event, [torch.Generator().manual_seed(0)]))
     # Where it goes: the sampler alone, then the rest (counts, p_stay, metrics).
-    from focus_tune.packed_eval import sample_packed
+    from focus_tune.scoring.packed_eval import sample_packed
 
     _, out["sampler_full_s"] = timed(lambda: sample_packed(packed, full.images.unsqueeze(0), 100, size.length,
                                                             [torch.Generator().manual_seed(0)]))
@@ -260,13 +260,13 @@ def paper_cost(report: dict) -> list[dict]:
     training items at the pack's measured aggregate rate (bf16, CUDA graph), plus a validation
     every ``eval_every`` epochs of each member in turn (the packed evaluation's measured
     seconds per item and entry: packing does not shorten it, see ``mc``). The cost model
-    (``focus_tune.cost.estimate``) then runs the search's rounds with K members per GPU
+    (``focus_tune.procedure.cost.estimate``) then runs the search's rounds with K members per GPU
     (``gpus_per_trial = 1/K``), which assumes a round's members start together.
     """
-    from focus_tune.config import load_search_config
-    from focus_tune.cost import Resources, estimate
-    from focus_tune.data.profiles import get_spec
-    from focus_tune.plan import SearchPlan
+    from focus_tune.config.space import load_search_config
+    from focus_tune.procedure.cost import Resources, estimate
+    from focus_tune.data.builtin.profiles import get_spec
+    from focus_tune.procedure.plan import SearchPlan
 
     cfg = load_search_config(REPO / "search_spaces" / "hero.yaml", "paper")
     spec = get_spec("hero", "paper")
@@ -291,7 +291,7 @@ def paper_cost(report: dict) -> list[dict]:
 
 
 def pack_rates(report: dict, command: str, measured: str = "") -> dict:
-    """What the search reads (``focus_tune/gpu_pack_rates.json``): per data shape, the packs'
+    """What the search reads (``focus_tune/procedure/gpu_pack_rates.json``): per data shape, the packs'
     aggregate bf16 samples/s and peak GPU memory at each measured K (CUDA graph), and the
     packed validation's seconds per item and entry."""
     sizes: dict = {}
@@ -314,7 +314,7 @@ DEVICE_MEMORY_GIB = {"NVIDIA H200": 140.4, "NVIDIA H100 80GB HBM3": 79.6}
 
 
 def main() -> int:
-    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=None, help="folder for gpu_packed.json")
     parser.add_argument("--dry", action="store_true", help="tiny sizes on the CPU: checks that it runs")
@@ -325,7 +325,7 @@ def main() -> int:
     parser.add_argument("--from-json", type=Path, default=None,
                         help="only cost the paper H.E.R.O. search on 8 GPUs from a run's gpu_packed.json")
     parser.add_argument("--rates-out", type=Path, default=None,
-                        help="with --from-json: also write the pack rates the search reads (focus_tune/gpu_pack_rates.json)")
+                        help="with --from-json: also write the pack rates the search reads (focus_tune/procedure/gpu_pack_rates.json)")
     parser.add_argument("--measured", default="", help="with --rates-out: the run's date, where its JSON lacks it")
     args = parser.parse_args()
     if args.from_json is not None:

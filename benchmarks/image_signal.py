@@ -18,10 +18,10 @@ import dataclasses
 
 import numpy as np
 
-from focus_tune import metrics
-from focus_tune.baselines import ImageBlind
 from focus_tune.data import ensure_dataset, load_dataset
-from focus_tune.data.profiles import FACEMED
+from focus_tune.data.builtin.profiles import FACEMED
+from focus_tune.scoring import metrics
+from focus_tune.scoring.baselines import ImageBlind
 
 
 def image_blind(train_sequences: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
@@ -36,8 +36,9 @@ def score(probs: np.ndarray, labels: np.ndarray) -> str:
 
 
 def atari_ablation(ds, labels: np.ndarray) -> None:
-    from focus_tune.data.ale import (END, FEATURES, PLAYER_MODELS, calibrate_offset, exact_marginals, frame_features,
-                                     player_params, sample_sequences)
+    from focus_tune.data.builtin.ale import (
+        END, FEATURES, PLAYER_MODELS, calibrate_offset, exact_marginals, frame_features, player_params,
+        sample_sequences)
 
     man = ds.manifest
     player = man.details["player_model"]

@@ -28,17 +28,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from focus_tune import metrics
-from focus_tune.baselines import ImageBlind
-from focus_tune.config import load_search_config, space_path
+from focus_tune.config.space import load_search_config, space_path
 from focus_tune.data import load_dataset
-from focus_tune.data.profiles import FACEMED, get_spec
-from focus_tune.eager import eager_optimizers
-from focus_tune.model import Simulator
-from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import LearningRate, seed_everything, train_one_epoch
-from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import evaluate
+from focus_tune.data.builtin.profiles import FACEMED, get_spec
+from focus_tune.scoring import metrics
+from focus_tune.scoring.baselines import ImageBlind
+from focus_tune.scoring.evaluation import evaluate
+from focus_tune.sim.adam_patch import eager_optimizers
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model import Simulator
+from focus_tune.sim.regularization import LambdaSchedule
+from focus_tune.sim.train import LearningRate, seed_everything, train_one_epoch
 
 SCHEDULES = {
     "none": lambda L: LambdaSchedule.none(L),
@@ -56,10 +56,10 @@ def build(game: str, train_items: int, root: Path, seed: int = 0) -> Path:
     if (out / "manifest.json").exists():
         return out
     if game == FACEMED:
-        from focus_tune.data.facemed import build_facemed
+        from focus_tune.data.builtin.facemed import build_facemed
 
         return build_facemed(spec, out, seed)
-    from focus_tune.data.ale import build_atari
+    from focus_tune.data.builtin.ale import build_atari
 
     return build_atari(spec, out, seed)
 
@@ -146,7 +146,7 @@ def plot(files: list[str], figure: str) -> None:
 
 
 def main() -> None:
-    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/eager.py)
+    eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--game", default="hero")
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 2000])

@@ -6,7 +6,7 @@ focus_tune.search`` does and returns a :class:`~focus_tune.search.api.SearchResu
 ``focus_tune.load_model(...)`` loads a final model or a trial checkpoint. They are imported on
 first use, so ``import focus_tune`` stays light. ``focus_tune.run_recipe(data=DIR)`` searches a
 training recipe for the data as ``python -m focus_tune.recipe`` does and returns a
-:class:`~focus_tune.search.recipe.RecipeResult`.
+:class:`~focus_tune.recipe.tuning.RecipeResult`.
 """
 
 from typing import TYPE_CHECKING

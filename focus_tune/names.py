@@ -21,7 +21,7 @@ TEMPERATURE_SCALED = "temperature-scaled"
 TS_PREFIX = f"{TEMPERATURE_SCALED}/test/"
 
 # A trained row whose I_0.9 is calibrated by split conformal prediction on the validation split
-# (focus_tune.conformal): the row "<family> +conformal". A final reports its own model's under
+# (focus_tune.scoring.conformal): the row "<family> +conformal". A final reports its own model's under
 # CONFORMAL_PREFIX and, for 'none', its temperature-scaled model's under TS_CONFORMAL_PREFIX.
 CONFORMAL = "+conformal"
 CONFORMAL_PREFIX = "conformal/test/"
@@ -40,12 +40,16 @@ HEADLINE_METRICS = ("marginal/ece", "marginal/ece_debiased", "marginal/ce", "mar
                     "interval/interval_score")
 REFERENCE_HEADLINE = ("marginal/ece", "marginal/ce", "interval/coverage")
 
+# A scenario's name (a built-in one's or one's own dataset's): it names folders, MLflow
+# experiments and trial paths, so 1 to 64 letters, digits, '_', '.' and '-', starting with a
+# letter or digit.
+SCENARIO_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 PROFILES = ("smoke", "quick", "paper")  # the search spaces' profiles (and the built-in data sizes)
 ENCODERS = ("resnet18", "small")  # image encoders of the simulator
-LR_SCHEDULES = ("constant", "onecycle", "decay")  # the learning rate over a training (focus_tune.train.LearningRate)
-RACING = ("off", "record", "stop")  # racing of a stage's candidates (focus_tune.racing)
+LR_SCHEDULES = ("constant", "onecycle", "decay")  # the learning rate over a training (focus_tune.sim.train.LearningRate)
+RACING = ("off", "record", "stop")  # racing of a stage's candidates (focus_tune.procedure.racing)
 JOINT_SEARCHES = ("grid", "optuna")  # how the joint lambda_all x k2 stage is searched
-# The Monte Carlo estimators of every evaluation (focus_tune.montecarlo.estimate): the paper's
+# The Monte Carlo estimators of every evaluation (focus_tune.scoring.montecarlo.estimate): the paper's
 # counted frequencies of the M draws, or the same draws Rao-Blackwellized (the model's own
 # conditionals averaged along them).
 ESTIMATORS = ("counted", "rao_blackwell")
@@ -54,6 +58,6 @@ ESTIMATORS = ("counted", "rao_blackwell")
 # and the estimator when none is given.
 PREDICT_DEFAULTS = {"num_samples": 100, "seed": 0, "estimator": "rao_blackwell"}
 
-# A saved final model (focus_tune.model_io): its weights and its config / metadata.
+# A saved final model (focus_tune.sim.model_io): its weights and its config / metadata.
 MODEL_WEIGHTS = "weights.npz"
 MODEL_JSON = "model.json"

@@ -8,7 +8,7 @@ p(y_i | x, y_<i) = P[y_{i-1}, y_i] (start token row = initial distribution).
 import numpy as np
 import torch
 
-from focus_tune.model import Simulator
+from focus_tune.sim.model import Simulator
 
 # 3 classes: 0 and 1 mix, 2 is absorbing.
 P = np.array([[0.7, 0.2, 0.1], [0.3, 0.5, 0.2], [0.0, 0.0, 1.0]])

@@ -79,7 +79,7 @@ def inject(job, epoch, model, resumed):
 def faulty_trial(config, data):
     # Imported here, in the trial's process: the driver must not import Ray before it has
     # set the local Ray's token.
-    from focus_tune.trainable import run_trial
+    from focus_tune.search.trainable import run_trial
 
     run_trial(config, data, on_epoch=inject)
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from fault_search import Gate
-from focus_tune.config import load_search_config, space_path
-from focus_tune.cost import simulate
-from focus_tune.plan import SearchPlan
+from focus_tune.config.space import load_search_config, space_path
+from focus_tune.procedure.cost import simulate
+from focus_tune.procedure.plan import SearchPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("local_cluster", ROOT / "scripts" / "local_cluster.py")

@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from focus_tune.metrics import LABEL_SD_KEYS
+from focus_tune.scoring.metrics import LABEL_SD_KEYS
 import pytest
 
-from focus_tune import baselines
-from focus_tune.baselines import (
-    ImageBayes,
-    ImageBlind,
-    Scoring,
-    TrueProcess,
-    has_image_bayes,
-    has_oracle,
-    oracle_samples,
-    split_temperature_scaled,
-    with_baselines,
-)
 from focus_tune.data import DatasetWriter, build_dataset, ensure_dataset, load_dataset
-from focus_tune.data import ale, facemed
-from focus_tune.montecarlo import marginal_probs
+from focus_tune.data.builtin import ale, facemed
+from focus_tune.scoring import baselines
+from focus_tune.scoring.baselines import (
+    ImageBayes, ImageBlind, Scoring, TrueProcess, has_image_bayes, has_oracle, oracle_samples,
+    split_temperature_scaled, with_baselines)
+from focus_tune.scoring.montecarlo import marginal_probs
 
 
 TRAIN = Scoring(num_samples=50, ece_bins=10, alpha=0.9)
@@ -210,7 +202,7 @@ def test_true_process_marginals_are_exact(hero_smoke, facemed_smoke):
 def test_age_posterior_is_calibrated_and_sharp():
     """Subjects drawn like the generator's: the posterior's band probabilities match the
     band frequencies within each decile of predicted probability, and they are sharp."""
-    from focus_tune.data.faces import apparent_age
+    from focus_tune.data.builtin.faces import apparent_age
 
     rng = np.random.default_rng(7)
     ages = facemed.sample_ages(20000, rng)
@@ -255,8 +247,8 @@ def test_image_bayes_samples_follow_the_posterior_mixture():
 
 
 def test_exact_estimates_give_the_true_time_to_event_distribution():
-    from focus_tune.montecarlo import interval, time_to_event
-    from focus_tune.montecarlo import estimates_from_marginals
+    from focus_tune.scoring.montecarlo import interval, time_to_event
+    from focus_tune.scoring.montecarlo import estimates_from_marginals
 
     ages = np.array([45.0, 70.0, 88.0])
     L = 40

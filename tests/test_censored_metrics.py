@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from focus_tune import metrics, survival
-from focus_tune import evaluation
-from focus_tune.evaluation import score
-from focus_tune.montecarlo import Estimates
+from focus_tune.scoring import metrics, survival
+from focus_tune.scoring import evaluation
+from focus_tune.scoring.evaluation import score
+from focus_tune.scoring.montecarlo import Estimates
 
 KEYS = ("ece", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")
 

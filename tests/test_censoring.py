@@ -17,18 +17,18 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune import metrics, survival
 from focus_tune.data.store import Split, censored_items, time_to_event as stored_time_to_event
-from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import evaluate, score
-from focus_tune.montecarlo import Estimates
-from focus_tune.model import Simulator
-from focus_tune.packed import Member, PackTrainer, member_state_dict, new_pack
-from focus_tune.packed_eval import evaluate_packed
-from focus_tune.reference import naive_sequence_metrics
-from focus_tune.regularization import regularized_loss
-from focus_tune.temperature import fit_per_entry, fit_pooled
-from focus_tune.train import train_one_epoch
+from focus_tune.scoring import metrics, survival
+from focus_tune.scoring.evaluation import evaluate, score
+from focus_tune.scoring.montecarlo import Estimates
+from focus_tune.scoring.packed_eval import evaluate_packed
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model import Simulator
+from focus_tune.sim.packed import Member, PackTrainer, member_state_dict, new_pack
+from _reference import naive_sequence_metrics
+from focus_tune.scoring.temperature import fit_per_entry, fit_pooled
+from focus_tune.sim.regularization import regularized_loss
+from focus_tune.sim.train import train_one_epoch
 
 L, C, EVENT = 7, 4, 3
 KEYS = ("ece", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")
@@ -506,11 +506,12 @@ def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
     import json
 
     from chain import chain_simulator, draw_chain
-    from focus_tune.config import load_search_config, space_path
-    from focus_tune.job import PER_ENTRY_FILE, DataInfo, Splits, TrialJob
-    from focus_tune.regularization import LambdaSchedule
-    from focus_tune.trainable import TrialSplits, _test_metrics
-    from focus_tune.trials import TrialSpec
+    from focus_tune.config.space import load_search_config, space_path
+    from focus_tune.procedure.job import PER_ENTRY_FILE, Splits, TrialJob
+    from focus_tune.sim.model_io import DataInfo
+    from focus_tune.sim.regularization import LambdaSchedule
+    from focus_tune.search.trainable import TrialSplits, _test_metrics
+    from focus_tune.procedure.trials import TrialSpec
 
     n, length, event = 150, 20, 2
     sim = chain_simulator()

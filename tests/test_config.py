@@ -8,19 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from focus_tune.config import (
-    PROFILES,
-    ConfigError,
-    GridConfig,
-    SearchConfig,
-    TrainConfig,
-    apply_overrides,
-    dump_search_config,
-    load_search_config,
-    override_text,
-    parse_override,
-    space_path,
-)
+from focus_tune.config.space import (
+    PROFILES, ConfigError, GridConfig, SearchConfig, TrainConfig, apply_overrides, dump_search_config,
+    load_search_config, override_text, parse_override, space_path)
 
 GAMES = ("facemed", "seaquest", "riverraid", "bankheist", "hero", "roadrunner")
 PAPER_GRID = GridConfig(

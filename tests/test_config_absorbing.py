@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from focus_tune.config import ConfigError, load_search_config, space_path
+from focus_tune.config.space import ConfigError, load_search_config, space_path
 
 
 def _space(tmp_path, absorbing=None, where="train"):

@@ -1,4 +1,4 @@
-"""Split conformal intervals (focus_tune.conformal): against a plain reference, and their
+"""Split conformal intervals (focus_tune.scoring.conformal): against a plain reference, and their
 coverage guarantee on simulated exchangeable data, with and without censoring."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from focus_tune import conformal
-from focus_tune.evaluation import conformal_scores, time_to_event_scores
-from focus_tune.montecarlo import estimates_from_distributions
+from focus_tune.scoring import conformal
+from focus_tune.scoring.evaluation import conformal_scores, time_to_event_scores
+from focus_tune.scoring.montecarlo import estimates_from_distributions
 
 L = 30
 

@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from focus_tune.regularization import LambdaSchedule, check_lambda, regularized_loss
+from focus_tune.config.fields import check_lambda
+from focus_tune.sim.regularization import LambdaSchedule, regularized_loss
 
 
 def test_loss_equals_hand_computed_value():

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune.model import Simulator
-from focus_tune.montecarlo import marginal_probs
-from focus_tune.reference import naive_sample
+from focus_tune.scoring.montecarlo import marginal_probs
+from focus_tune.sim.model import Simulator
+from _reference import naive_sample
 
 from chain import P, P0, chain_simulator, exact_marginals
 
@@ -191,7 +191,7 @@ def test_own_resnet18_equals_torchvisions_bit_for_bit(width, in_channels):
     """The encoder is built without importing torchvision; under one seed it has torchvision's
     weights, buffers and outputs exactly (in training and eval mode), so seeds and saved models
     of earlier versions still mean the same network."""
-    from focus_tune.model import _resnet18
+    from focus_tune.sim.model import _resnet18
 
     torch.manual_seed(3)
     ours = _resnet18(in_channels, 24, width)
@@ -212,7 +212,7 @@ def test_building_a_model_does_not_import_torchvision():
     import subprocess
     import sys
 
-    code = ("import sys, focus_tune.trainable, focus_tune.model as m; m.Simulator(5, 'resnet18', 32, 32, "
+    code = ("import sys, focus_tune.search.trainable, focus_tune.sim.model as m; m.Simulator(5, 'resnet18', 32, 32, "
             "encoder_width=16); print(sorted(k for k in sys.modules if k.startswith(('torchvision', 'torch._dynamo'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

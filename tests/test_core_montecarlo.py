@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune.montecarlo import conditional_probs, interval, leak, marginal_probs, time_to_event
+from focus_tune.scoring.montecarlo import conditional_probs, interval, leak, marginal_probs, time_to_event
 
 from chain import draw_chain, exact_marginals
 
@@ -99,7 +99,7 @@ def test_leak_equals_a_naive_loop():
 def test_estimate_counted_is_the_frequencies_and_the_sampled_times():
     """The one entry point: counted estimates of draws (a device-free tensor, the conditioned
     items' draws beside), and the names it accepts."""
-    from focus_tune.montecarlo import Drawn, estimate, time_pmf
+    from focus_tune.scoring.montecarlo import Drawn, estimate, time_pmf
     from focus_tune.names import ESTIMATORS
 
     rng = np.random.default_rng(4)
@@ -121,7 +121,7 @@ def test_estimate_counted_is_the_frequencies_and_the_sampled_times():
 
 
 def test_estimate_rao_blackwell_reads_the_sums_and_the_pmf():
-    from focus_tune.montecarlo import Drawn, estimate, pmf_quantile
+    from focus_tune.scoring.montecarlo import Drawn, estimate, pmf_quantile
 
     rng = np.random.default_rng(5)
     marginals, pmf = rng.dirichlet(np.ones(3), (4, 6)), rng.dirichlet(np.ones(6), 4)

@@ -4,12 +4,13 @@ efficiency, against hand-computed values."""
 
 import pytest
 
-from focus_tune.config import GridConfig, load_search_config, space_path
-from focus_tune.plan import SearchPlan
-from focus_tune.data.profiles import GAMES, get_spec
-from focus_tune.cost import Resources, efficiency, estimate, naive_rounds, plan_cost, simulate, stats
-from focus_tune.rates import (evaluation_minutes_from_rates, load_gpu_rates, measured_trial_minutes, same_gpu,
-                              trial_minutes_for, training_minutes_from_rates)
+from focus_tune.config.space import GridConfig, load_search_config, space_path
+from focus_tune.data.builtin.profiles import GAMES, get_spec
+from focus_tune.procedure.cost import Resources, efficiency, estimate, naive_rounds, plan_cost, simulate, stats
+from focus_tune.procedure.plan import SearchPlan
+from focus_tune.procedure.rates import (
+    evaluation_minutes_from_rates, load_gpu_rates, measured_trial_minutes, same_gpu, trial_minutes_for,
+    training_minutes_from_rates)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from PIL import Image
 
 from focus_tune.data import DataError, load_dataset
 from focus_tune.data.__main__ import main
-from focus_tune.data.ale import END
-from focus_tune.data.atari_head import HEADER, import_atari_head, read_labels
+from focus_tune.data.builtin.ale import END
+from focus_tune.data.builtin.atari_head import HEADER, import_atari_head, read_labels
 
 L, FREQ = 5, 2
 
@@ -241,7 +241,7 @@ def _replace_member(archive: Path, member: str, data: bytes, before: tuple[str, 
 
 
 def test_decompression_bombs_are_skipped_and_counted(tmp_path, monkeypatch):
-    import focus_tune.data.atari_head as atari_head
+    import focus_tune.data.builtin.atari_head as atari_head
 
     folder = tmp_path / "game"
     folder.mkdir()

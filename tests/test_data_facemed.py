@@ -7,19 +7,10 @@ from PIL import Image
 from scipy import stats
 
 from focus_tune.data import build_dataset, load_dataset
-from focus_tune.data.faces import render_faces
-from focus_tune.data.facemed import (
-    DEAD,
-    HEALTHY,
-    ILL,
-    exact_marginals,
-    exact_marginals_batch,
-    import_utkface,
-    parse_utkface_name,
-    sample_ages,
-    sample_sequences,
-    transition_matrix,
-)
+from focus_tune.data.builtin.facemed import (
+    DEAD, HEALTHY, ILL, exact_marginals, exact_marginals_batch, import_utkface, parse_utkface_name, sample_ages,
+    sample_sequences, transition_matrix)
+from focus_tune.data.builtin.faces import render_faces
 
 
 def test_transition_matrix_bands():

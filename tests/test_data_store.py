@@ -254,7 +254,7 @@ def _ensure_and_log_builds(root: str, barrier) -> None:
     so that the other process arrives while it runs."""
     import time
 
-    import focus_tune.data as data
+    import focus_tune.data.builtin.cache as data
 
     build = data.build_dataset
 

@@ -413,9 +413,7 @@ def main_of(module: str):
     elif module == "focus_tune.replicate":
         from focus_tune.replicate.cli import main
     elif module == "focus_tune.recipe":
-        from focus_tune.search.recipe import main
-    elif module == "focus_tune.config_doc":
-        from focus_tune.config_doc import main
+        from focus_tune.recipe.tuning import main
     elif module == "focus_tune.replicate.regime":
         from focus_tune.replicate.regime import main
     elif module == "focus_tune.replicate.verdict":
@@ -447,7 +445,7 @@ def parse_error(c: Command, argv: list[str]) -> str | None:
 
                 parse(argv)
             elif c.module == "focus_tune.recipe":
-                from focus_tune.search.recipe import build_parser as recipe_parser
+                from focus_tune.recipe.tuning import build_parser as recipe_parser
 
                 recipe_parser().parse_args(argv)
             elif c.module in PARSED_IN_MAIN:
@@ -462,7 +460,7 @@ def parse_error(c: Command, argv: list[str]) -> str | None:
 
 
 # CLIs whose parser is built inside their main (which then writes or reads files): parsed by parsed_by_main.
-PARSED_IN_MAIN = ("focus_tune.config_doc", "focus_tune.replicate.regime", "focus_tune.replicate.verdict")
+PARSED_IN_MAIN = ("focus_tune.replicate.regime", "focus_tune.replicate.verdict")
 
 
 class _Parsed(Exception):

@@ -1,4 +1,4 @@
-"""focus_tune.eager: training with torch.optim.Adam without importing torch._dynamo, the same
+"""focus_tune.sim.adam_patch: training with torch.optim.Adam without importing torch._dynamo, the same
 numbers as through torch's own wrappers."""
 
 import subprocess
@@ -10,13 +10,13 @@ import torch
 RUN = """
 import sys, torch
 if sys.argv[1] == "torch":
-    import torch._dynamo  # first: focus_tune.eager then leaves torch's wrappers as they are
-from focus_tune import train
-from focus_tune.eager import eager_optimizers
-from focus_tune.model import Simulator
+    import torch._dynamo  # first: focus_tune.sim.adam_patch then leaves torch's wrappers as they are
+from focus_tune.sim import train
+from focus_tune.sim.adam_patch import eager_optimizers
+from focus_tune.sim.model import Simulator
 
 patched = eager_optimizers()  # where a process that trains starts, as a trial's does
-from focus_tune.regularization import LambdaSchedule
+from focus_tune.sim.regularization import LambdaSchedule
 from test_train import chain_split
 
 gen = train.seed_everything(0)
@@ -62,8 +62,8 @@ def test_adam_trains_without_torch_dynamo_and_as_through_torchs_wrappers(tmp_pat
 
 TRIAL = """
 import sys, torch
-import focus_tune.model as m
-import focus_tune.trainable as trainable
+import focus_tune.sim.model as m
+import focus_tune.search.trainable as trainable
 
 imported = getattr(torch.optim.Adam.step, "eager", False)  # importing the trainable leaves torch as it is
 try:

@@ -7,8 +7,8 @@ import types
 import pytest
 import ray
 
+from focus_tune.procedure.state import SearchError
 from focus_tune.search import ray_runtime
-from focus_tune.state import SearchError
 
 
 @pytest.fixture

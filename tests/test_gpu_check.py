@@ -55,7 +55,7 @@ def test_rates_out_writes_the_file_the_dry_run_reads(tmp_path, capsys, monkeypat
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"rates of NVIDIA H200 written to {out}" in proc.stdout
-    assert json.loads(out.read_text()) == json.loads((REPO / "focus_tune" / "gpu_rates.json").read_text())
+    assert json.loads(out.read_text()) == json.loads((REPO / "focus_tune" / "procedure" / "gpu_rates.json").read_text())
     from focus_tune import search
 
     monkeypatch.delenv("FOCUS_TUNE_GPU_RATES", raising=False)

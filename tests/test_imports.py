@@ -1,22 +1,43 @@
 """The import graph of focus_tune: no cycle (imports inside functions count too), and the
-layers point one way: the orchestration (search/) is on top and nothing below imports it,
-the data layer and the math import no upper layer, and the domain names are imported, not
-repeated."""
+packages are layers that point one way (:data:`LAYERS`): the data at the bottom, then the
+config, the math (sim, scoring), the procedure, and on top tracking, report, predict and the
+commands (search, recipe, replicate); a package imports only from its own layer and below.
+Ray is imported only by search/ and recipe/, MLflow only by tracking/ and replicate/; the
+domain names are imported, not repeated; no two modules share a file name."""
 
 from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "focus_tune"
-# Modules that are the math and the data: they import no orchestration, tracking, report or predict.
-LOWER = ("focus_tune.model", "focus_tune.regularization", "focus_tune.montecarlo", "focus_tune.metrics",
-         "focus_tune.train", "focus_tune.evaluation", "focus_tune.device_split", "focus_tune.packed",
-         "focus_tune.packed_eval", "focus_tune.names", "focus_tune.config", "focus_tune.state", "focus_tune.rates",
-         "focus_tune.plan", "focus_tune.trials", "focus_tune.data")
-UPPER = ("focus_tune.search", "focus_tune.replicate", "focus_tune.predict", "focus_tune.tracking", "focus_tune.report",
-         "focus_tune.trainable", "focus_tune.pyfunc")
+# The top-level modules besides the entry points: plain Python below every package.
+BASE = ("focus_tune.names", "focus_tune.quote", "focus_tune.durable", "focus_tune.arguments", "focus_tune.interrupt")
+# The packages, bottom up; a module imports from its own layer, a lower one, or BASE.
+LAYERS = (
+    ("focus_tune.data",),
+    ("focus_tune.config",),
+    ("focus_tune.sim", "focus_tune.scoring"),  # the math: plain PyTorch / numpy
+    ("focus_tune.procedure",),  # the search as pure data and rules, no Ray
+    ("focus_tune.tracking", "focus_tune.report", "focus_tune.predict"),
+    ("focus_tune.search", "focus_tune.recipe", "focus_tune.replicate", "focus_tune.pyfunc", "focus_tune.__main__",
+     "focus_tune"),  # the commands and the Python API
+)
+# Imports that cross a layer upward, each with why.
+UPWARD = {
+    ("focus_tune.sim.model_io", "focus_tune.tracking.models"):
+        "load_model(URI) downloads a logged model through tracking.download_model (inside the function: "
+        "loading a folder imports no MLflow)",
+}
+# Who may import these third-party packages (a module or a package).
+HEAVY = {
+    "ray": ("focus_tune.search", "focus_tune.recipe"),
+    "mlflow": ("focus_tune.tracking", "focus_tune.replicate.record", "focus_tune.replicate.analysis"),
+}
+# File names that every package may have: its lazy __init__, ``python -m`` entry and command line.
+SHARED_FILE_NAMES = ("__init__.py", "__main__.py", "cli.py")
 
 
 def _name(path: Path) -> str:
@@ -105,24 +126,62 @@ def _in(module: str, prefixes) -> bool:
 
 def test_the_graph_is_read():
     graph = _graph()
-    assert "focus_tune.search.driver" in graph and "focus_tune.plan" in graph["focus_tune.search.driver"]
-    assert "focus_tune.names" in graph["focus_tune.trials"] or "focus_tune.names" in graph["focus_tune.plan"]
+    assert "focus_tune.search.driver" in graph and "focus_tune.procedure.plan" in graph["focus_tune.search.driver"]
+    assert "focus_tune.names" in graph["focus_tune.procedure.trials"] or "focus_tune.names" in graph["focus_tune.procedure.plan"]
 
 
 def test_no_import_cycle():
     assert _cycles(_graph()) == []
 
 
+def _layer(module: str) -> int | None:
+    """The layer of ``module``'s package (its longest matching prefix), None for BASE."""
+    if _in(module, BASE):
+        return None
+    best = max(((len(p), i) for i, layer in enumerate(LAYERS) for p in layer if _in(module, (p,))), default=None)
+    assert best is not None, f"{module} is in no layer of test_imports.LAYERS; add its package there"
+    return best[1]
+
+
+def test_layers_point_down():
+    bad = [(m, d) for m, deps in _graph().items() for d in deps
+           if _layer(d) is not None and (_layer(m) is None or _layer(d) > _layer(m)) and (m, d) not in UPWARD]
+    assert bad == []
+
+
 def test_nothing_below_the_search_imports_it():
     bad = [(m, d) for m, deps in _graph().items() for d in deps
            if _in(d, ("focus_tune.search",)) and not _in(m, ("focus_tune.search",))
-           and m not in ("focus_tune.__main__", "focus_tune", "focus_tune.recipe")]  # the entry points: the CLIs, the Python API
+           # the entry points: the CLIs, the Python API, the recipe stage (a Ray Tune search of its own)
+           and not _in(m, ("focus_tune.__main__", "focus_tune.recipe")) and m != "focus_tune"]
     assert bad == []
 
 
-def test_the_math_and_the_data_import_no_upper_layer():
-    bad = [(m, d) for m, deps in _graph().items() if _in(m, LOWER) for d in deps if _in(d, UPPER)]
+def test_ray_and_mlflow_are_imported_where_allowed():
+    bad = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in HEAVY and not _in(module, HEAVY[top]):
+                    bad.append((module, name))
     assert bad == []
+
+
+def test_no_two_modules_share_a_file_name():
+    counts = Counter(p.name for p in ROOT.rglob("*.py") if p.name not in SHARED_FILE_NAMES)
+    assert [name for name, n in counts.items() if n > 1] == []
+
+
+def test_the_top_level_is_the_base_and_the_entry_points():
+    top = sorted(p.stem for p in ROOT.glob("*.py"))
+    assert top == sorted(["__init__", "__main__", "pyfunc", *(m.rsplit(".", 1)[1] for m in BASE)])
 
 
 def test_domain_names_are_defined_once():

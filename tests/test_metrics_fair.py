@@ -1,8 +1,8 @@
 """The calibration and time-to-event metrics that have no finite-sample floor or reward.
 
-Debiased ECE, overconfidence, interval score and CRPS (focus_tune/metrics.py): known
+Debiased ECE, overconfidence, interval score and CRPS (focus_tune/scoring/metrics.py): known
 answers (by enumeration, by simulation, by hand) and the fast code against the slow loops of
-focus_tune/reference.py.
+tests/_reference.py.
 """
 
 import itertools
@@ -10,16 +10,12 @@ import itertools
 import numpy as np
 import pytest
 
-from focus_tune.metrics import (LABEL_SD_KEYS, crps, ece, ece_debiased, ece_debiased_squared, interval_metrics, label_noise,
-                                sequence_metrics, signed_root)
-from focus_tune.montecarlo import interval, time_pmf
-from focus_tune.reference import (
-    naive_crps,
-    naive_ece_debiased_squared,
-    naive_interval_score,
-    naive_overconfidence,
-    naive_sequence_metrics,
-)
+from focus_tune.scoring.metrics import (
+    LABEL_SD_KEYS, crps, ece, ece_debiased, ece_debiased_squared, interval_metrics, label_noise, sequence_metrics,
+    signed_root)
+from focus_tune.scoring.montecarlo import interval, time_pmf
+from _reference import (naive_crps, naive_ece_debiased_squared, naive_interval_score,
+                        naive_overconfidence, naive_sequence_metrics)
 
 
 def binary(conf):

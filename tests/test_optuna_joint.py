@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from optuna.trial import TrialState
 
-from focus_tune.optuna_joint import JointOptuna, default_budget
+from focus_tune.procedure.optuna_joint import JointOptuna, default_budget
 
 LAMBDAS = (0.001, 0.005, 0.01, 0.05)
 K2 = (1, 11, 21, 51, 101)

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from focus_tune.config import ConfigError, load_search_config, space_path
+from focus_tune.config.generic import fit_k2, generic_config
+from focus_tune.config.scenarios import scenario_of
+from focus_tune.config.space import ConfigError, load_search_config, space_path
 from focus_tune.data import DataError, evaluation_groups, load_dataset, write_dataset
-from focus_tune.generic_space import fit_k2, generic_config
-from focus_tune.scenarios import scenario_of
 
 
 def _dataset(tmp_path: Path, name: str = "mine", L: int = 6, censor: bool = True, age: bool = False) -> Path:
@@ -82,7 +82,7 @@ def test_no_game_and_no_data_is_one_line_and_exit_2(tmp_path):
 
 
 def test_image_blind_fills_a_censored_suffix_from_a_sequence_observed_beyond_it(tmp_path):
-    from focus_tune.baselines import completed_sequences
+    from focus_tune.scoring.baselines import completed_sequences
 
     train = load_dataset(_dataset(tmp_path)).train
     assert train.observed_length is not None
@@ -118,7 +118,7 @@ def test_the_report_names_the_absent_rows_and_the_censoring(tmp_path):
 def test_image_blind_completion_draws_as_one_donor_search_per_sequence_would():
     """The grouped completion gives, draw for draw, what a search over every donor for each cut
     sequence in turn (longest cut first) gives: the naive reference."""
-    from focus_tune.baselines import completed_sequences
+    from focus_tune.scoring.baselines import completed_sequences
 
     rng = np.random.default_rng(3)
     seqs = rng.integers(0, 3, (400, 12))

@@ -1,6 +1,6 @@
 """``--pack 4`` against ``--pack 1``: the real search CLI on the smoke profile, twice.
 
-A pack trains its members as one program (focus_tune.packed); on a CPU a member is bit for
+A pack trains its members as one program (focus_tune.sim.packed); on a CPU a member is bit for
 bit the trial it replaces, so the two searches must record the same scores, make the same
 decisions and report the same test metrics. Every member keeps its own MLflow run (FINISHED,
 with its metrics and a checkpoint of its own), and a member whose loss becomes infinite (a

@@ -1,4 +1,4 @@
-"""Packed training and evaluation against the solo path they replace (focus_tune.packed, packed_eval).
+"""Packed training and evaluation against the solo path they replace (focus_tune.sim.packed, packed_eval).
 
 On a CPU a pack runs its members' LSTM and head with the solo model's own calls, so a member
 is bit for bit the trial it replaces (float32: compared with ==); in float64 the same, to
@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune import metrics
-from focus_tune.model import Simulator
-from focus_tune.packed import (Member, PackTrainer, PackedSimulator, load_member, load_member_optimizer,
-                               member_model, member_optimizer_state, member_state_dict, new_pack)
-from focus_tune.packed_eval import evaluate_packed, sample_packed
-from focus_tune.train import LearningRate, train_one_epoch
-from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import evaluate
+from focus_tune.scoring import metrics
+from focus_tune.scoring.evaluation import evaluate
+from focus_tune.scoring.packed_eval import evaluate_packed, sample_packed
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model import Simulator
+from focus_tune.sim.packed import (
+    Member, PackTrainer, PackedSimulator, load_member, load_member_optimizer, member_model, member_optimizer_state,
+    member_state_dict, new_pack)
+from focus_tune.sim.train import LearningRate, train_one_epoch
 
 REPO = Path(__file__).resolve().parents[1]
 L, C = 8, 5

@@ -19,8 +19,8 @@ import torch
 from PIL import Image
 
 from focus_tune import predict
-from focus_tune.model import Simulator
-from focus_tune.model_io import save_model
+from focus_tune.sim.model import Simulator
+from focus_tune.sim.model_io import save_model
 
 CLASSES = ["a", "b", "c", "dead"]
 L = 12
@@ -102,8 +102,8 @@ def test_folder_model_json_parquet_and_figures(tiny, images, tmp_path, capsys):
 def test_estimators_rao_blackwell_by_default_counted_on_request(tiny, images, capsys):
     """Both estimators use the same draws (same seed): the counted one is their frequencies, the
     default averages the model's conditionals along them; the prefix's entry is one-hot in both."""
-    from focus_tune import montecarlo
-    from focus_tune.evaluation import draw_samples
+    from focus_tune.scoring import montecarlo
+    from focus_tune.scoring.evaluation import draw_samples
 
     _, rb, _ = run(capsys, "--model", tiny, images[0], "--json", "-M", 30, "--prefix", "b", "--seed", 2)
     _, counted, _ = run(capsys, "--model", tiny, images[0], "--json", "-M", 30, "--prefix", "b", "--seed", 2,

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from focus_tune.progress import CLEAR, Progress, choose_mode, fmt_s
+from focus_tune.search.progress import CLEAR, Progress, choose_mode, fmt_s
 
 
 class Stream(io.StringIO):
@@ -175,6 +175,6 @@ def test_search_prints_the_mlflow_ui_command_first_and_lines_in_ci(smoke_search)
     counts = [(int(m[1]), int(m[2])) for m in counts if m]
     assert counts and counts[-1][0] == counts[-1][1], "the last finished trial completes the count"
     assert "use it: python -m focus_tune.predict --model runs:/" in out
-    # the last line: the model recommended by the validation evidence, and why (focus_tune.recommend)
+    # the last line: the model recommended by the validation evidence, and why (focus_tune.procedure.recommend)
     assert re.match(r"use it: python -m focus_tune.predict --model runs:/\S+/model-(none|constant|time-dependent) .*"
                     r"\((none|constant|time-dependent): .*validation", lines[-1]), lines[-1]

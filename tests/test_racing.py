@@ -1,4 +1,4 @@
-"""Racing: the rule (focus_tune.racing), the searcher that applies it, the Tune scheduler that
+"""Racing: the rule (focus_tune.procedure.racing), the searcher that applies it, the Tune scheduler that
 stops the losers, and how a stopped candidate reads in the search's trace."""
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 from ray.tune.schedulers import TrialScheduler
 
-from focus_tune.config import ConfigError, GridConfig, load_search_config, space_path
-from focus_tune.job import INFLUENCE_KEY, DataInfo, TrialJob, encode_influence
-from focus_tune.plan import SearchPlan
-from focus_tune.racing import Lost, changed_decisions, losers
+from focus_tune.config.space import ConfigError, GridConfig, load_search_config, space_path
+from focus_tune.procedure.job import INFLUENCE_KEY, TrialJob, encode_influence
+from focus_tune.procedure.plan import SearchPlan
+from focus_tune.procedure.racing import Lost, changed_decisions, losers
+from focus_tune.procedure.state import SearchState
 from focus_tune.report import plot_search, search_trace
 from focus_tune.report.trace import search_lines
-from focus_tune.search.racing import RaceScheduler
+from focus_tune.search.scheduler import RaceScheduler
 from focus_tune.search.searcher import PlanSearcher
-from focus_tune.state import SearchState
+from focus_tune.sim.model_io import DataInfo
 
 GRID = GridConfig(lambdas=(0.01, 0.05), k1=1, k2=(1, 5), constants=(0.01, 0.05))
 SMOKE = load_search_config(space_path("facemed"), "smoke").train

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune.model import Simulator
-from focus_tune.montecarlo import estimates_from_distributions, marginal_probs, time_pmf, time_to_event
-from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import evaluate
+from focus_tune.scoring.evaluation import evaluate
+from focus_tune.scoring.montecarlo import estimates_from_distributions, marginal_probs, time_pmf, time_to_event
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model import Simulator
 
 from chain import chain_simulator, exact_marginals
 
@@ -66,7 +66,7 @@ def test_rao_blackwell_time_pmf_by_hand_and_a_distribution_where_the_event_is_ne
     """P(T <= t) = (draws ended before t) + (the others' event probability at t): in [0, 1]
     whatever the draws, where the running sum of the event terms alone passed 1 or stayed
     far below it near the tail."""
-    from focus_tune.montecarlo import pmf_from_event_terms
+    from focus_tune.scoring.montecarlo import pmf_from_event_terms
 
     terms = np.array([[0.5, 0.3, 0.1, 0.05, 0.9]])
     ended = np.array([[0.0, 0.4, 0.8, 0.95, 1.0]])

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from focus_tune.config import ConfigError, load_search_config
+from focus_tune.config.space import ConfigError, load_search_config
 from focus_tune.data import write_dataset
-from focus_tune.search.recipe import (RecipeSpace, load_recipe_space, recipe_train, regime_of, space_with_recipe)
+from focus_tune.recipe.tuning import RecipeSpace, load_recipe_space, recipe_train, regime_of, space_with_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,8 +51,8 @@ def test_the_recipe_space_resolves_per_profile_and_refuses_bad_files(tmp_path):
 
 
 def test_the_recipe_becomes_the_profiles_train_and_keeps_a_race_epoch_inside(tmp_path):
-    from focus_tune.generic_space import generic_space
-    from focus_tune.config import parse_search_space
+    from focus_tune.config.generic import generic_space
+    from focus_tune.config.space import parse_search_space
 
     raw = generic_space("mine", 40)
     base = parse_search_space(raw, "quick", tmp_path / "x.yaml").train

@@ -1,11 +1,11 @@
-"""The model a search recommends (focus_tune.recommend): by the validation evidence and the
+"""The model a search recommends (focus_tune.procedure.recommend): by the validation evidence and the
 search's tie rule, with the conformal level of its intervals where that is usable."""
 
 from __future__ import annotations
 
 import math
 
-from focus_tune.recommend import recommend
+from focus_tune.procedure.recommend import recommend
 
 
 def finals(none, constant, td, levels=(None, None, None)):

@@ -275,7 +275,7 @@ def test_ctrl_c_stops_saves_marks_killed_and_resume_continues(tmp_path, smoke_da
     parents, client, exp = _parent_runs(tmp_path)
     assert [p.info.status for p in parents] == ["FINISHED"]
     # The final models load without unpickling, through the documented one-liner.
-    from focus_tune.model_io import load_model
+    from focus_tune.sim.model_io import load_model
 
     models = client.search_logged_models([exp.experiment_id])
     assert sorted(m.name for m in models) == ["model-constant", "model-none", "model-time-dependent"]

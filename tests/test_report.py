@@ -452,7 +452,7 @@ def test_differences_from_a_results_csv(full, capsys):
 def test_every_report_file_is_written_atomically(tmp_path, monkeypatch):
     import sys
 
-    from focus_tune.atomic import write_atomic
+    from focus_tune.durable import write_atomic
 
     written = []
 
@@ -488,7 +488,7 @@ def test_signed_columns_rank_by_distance_from_zero_and_groups_get_a_table(tmp_pa
 
 
 def test_label_noise_paragraph_from_the_exact_row():
-    from focus_tune.metrics import LABEL_SD_KEYS
+    from focus_tune.scoring.metrics import LABEL_SD_KEYS
     from focus_tune.report.markdown import label_noise_lines
 
     assert label_noise_lines({"none": [{"seed": 0}]}) == []  # no exact row: no paragraph
@@ -536,7 +536,7 @@ def test_a_report_does_not_import_scipy_stats(tmp_path):
 
     code = ("import sys, math; from focus_tune.report.stats import one_sample_test, detectable_difference; "
             "import numpy as np; one_sample_test(np.array([0.1, 0.3, 0.2])); detectable_difference(1.0, 3); "
-            "from focus_tune.replicate.summary import t_interval; t_interval(np.array([0.1, 0.3, 0.2])); "
+            "from focus_tune.replicate.analysis import t_interval; t_interval(np.array([0.1, 0.3, 0.2])); "
             "import focus_tune.report; print('scipy.stats' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
@@ -546,7 +546,7 @@ def test_conformal_rows_leave_the_model_tables_unchanged(tmp_path):
     """'+conformal' rows (split off the finals by baselines.split_conformal) get a section and
     a plain table of their own; every other section, the printed tables before theirs and the
     csv rows of the models are those of the same finals without them."""
-    from focus_tune.baselines import split_conformal
+    from focus_tune.scoring.baselines import split_conformal
     from focus_tune.names import CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX
 
     plain = make_finals(with_baselines=True)

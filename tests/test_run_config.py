@@ -4,7 +4,7 @@ faults, writes the same ``results.csv``, byte for byte."""
 
 import yaml
 
-from focus_tune.config import dump_search_config, load_search_config, space_path
+from focus_tune.config.space import dump_search_config, load_search_config, space_path
 from smoke_search import GAME, RUN, cli, finish
 
 

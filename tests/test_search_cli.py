@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from focus_tune import search
-from focus_tune.config import space_path
+from focus_tune.config.space import space_path
 from focus_tune.search import storage
 from focus_tune.search.cli import parse_options
 

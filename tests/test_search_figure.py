@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from focus_tune.config import GridConfig
-from focus_tune.plan import SearchPlan
+from focus_tune.config.space import GridConfig
+from focus_tune.procedure.plan import SearchPlan
 from focus_tune.report import plot_search, search_figure, search_trace, write_report
 
 GRID = GridConfig(lambdas=(0.01, 0.05), k1=2, k2=(1, 5), constants=(0.01, 0.05))

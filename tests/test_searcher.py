@@ -7,12 +7,13 @@ import json
 import pytest
 from ray.tune.search import Searcher
 
-from focus_tune.config import GridConfig, load_search_config, space_path
+from focus_tune.config.space import GridConfig, load_search_config, space_path
 from focus_tune.interrupt import INTERRUPT
-from focus_tune.job import DataInfo, TrialJob
-from focus_tune.plan import SearchPlan
+from focus_tune.procedure.job import TrialJob
+from focus_tune.procedure.plan import SearchPlan
+from focus_tune.procedure.state import SearchState
 from focus_tune.search.searcher import PlanSearcher
-from focus_tune.state import SearchState
+from focus_tune.sim.model_io import DataInfo
 
 GRID = GridConfig(lambdas=(0.01, 0.05), k1=1, k2=(1, 5), constants=(0.01,))
 TRAIN = load_search_config(space_path("facemed"), "smoke").train
@@ -56,7 +57,7 @@ def test_slots_count_the_trials_that_ran_at_once_not_those_queued(tmp_path):
     the trials Tune actually ran at once (StateCallback, on their start and end)."""
     import types
 
-    from focus_tune.job import CONFIG_KEY
+    from focus_tune.procedure.job import CONFIG_KEY
     from focus_tune.search.callbacks import StateCallback
 
     searcher, state, _ = _searcher(tmp_path, slots=None)
@@ -128,7 +129,7 @@ def test_an_interrupt_stops_the_hand_out(tmp_path):
 @pytest.mark.parametrize("slots", [1, 2, 5])
 def test_the_cost_model_simulates_the_same_rule(tmp_path, slots):
     """cost.simulate and the searcher start trials in the same order."""
-    from focus_tune.cost import simulate
+    from focus_tune.procedure.cost import simulate
 
     searcher, state, handed = _searcher(tmp_path, slots=slots)
     clock, running, order = 0.0, {}, []
@@ -156,7 +157,7 @@ def _packing_searcher(tmp_path, slots, pack):
 def test_packs_take_their_share_of_the_waiting_trainings(tmp_path):
     """--pack 4 with 4 trainings runnable: one trial free takes all four; two free trials take
     two each; four free trials take one each (a pack would leave free trials idle)."""
-    from focus_tune.job import PackJob, jobs_of
+    from focus_tune.procedure.job import PackJob, jobs_of
 
     for slots, sizes in ((1, [4]), (2, [2, 2]), (4, [1, 1, 1, 1])):
         (tmp_path / f"s{slots}").mkdir()
@@ -169,7 +170,7 @@ def test_packs_take_their_share_of_the_waiting_trainings(tmp_path):
 
 
 def test_a_pack_records_each_member_as_it_finishes(tmp_path):
-    from focus_tune.job import pack_result
+    from focus_tune.procedure.job import pack_result
 
     searcher, state = _packing_searcher(tmp_path, slots=1, pack=4)
     pack = searcher.suggest("p")["job"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from focus_tune import metrics
-from focus_tune.job import decode_influence, encode_influence
-from focus_tune.temperature import paired_bootstrap_se
+from focus_tune.procedure.job import decode_influence, encode_influence
+from focus_tune.scoring import metrics
+from focus_tune.scoring.temperature import paired_bootstrap_se
 
 
 def _tempered(q, t):

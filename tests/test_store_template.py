@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from focus_tune.tracking.store import create_local_store, store_template
+from focus_tune.tracking.backend import create_local_store, store_template
 
 
 def _contents(db: Path) -> tuple[list, dict]:
@@ -84,7 +84,7 @@ def test_an_existing_store_and_other_uris_are_left_to_mlflow(tmp_path, cache):
 
 def test_a_store_that_appears_meanwhile_is_kept(tmp_path, cache, monkeypatch):
     """Two processes creating the same new store: the one that links second keeps the first's."""
-    import focus_tune.tracking.store as store
+    import focus_tune.tracking.backend as store
 
     target = tmp_path / "m.db"
     real = store.store_template

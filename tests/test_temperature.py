@@ -1,4 +1,4 @@
-"""Temperature fits on live rows (focus_tune/temperature.py) against known answers and scipy."""
+"""Temperature fits on live rows (focus_tune/scoring/temperature.py) against known answers and scipy."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import torch
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
-from focus_tune import montecarlo
-from focus_tune.temperature import BOUNDS, choose_on_grid, fit_per_entry, fit_pooled, live_mask, paired_bootstrap_se
-from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import draw_samples, evaluate, teacher_forced_logits
+from focus_tune.scoring import montecarlo
+from focus_tune.scoring.evaluation import draw_samples, evaluate, teacher_forced_logits
+from focus_tune.scoring.temperature import (
+    BOUNDS, choose_on_grid, fit_per_entry, fit_pooled, live_mask, paired_bootstrap_se)
+from focus_tune.sim.device_split import DeviceSplit
 
 from chain import chain_simulator, draw_chain
 
@@ -222,14 +223,15 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
     import dataclasses
     import json
 
-    from focus_tune.config import load_search_config, space_path
+    from focus_tune.config.space import load_search_config, space_path
     from focus_tune.data.store import Split as StoredSplit
-    from focus_tune.job import Splits
-    from focus_tune.job import PER_ENTRY_FILE, DataInfo, TrialJob
-    from focus_tune.regularization import LambdaSchedule
-    from focus_tune.temperature import GRID
-    from focus_tune.trainable import TrialSplits, _test_metrics
-    from focus_tune.trials import TrialSpec
+    from focus_tune.procedure.job import Splits
+    from focus_tune.procedure.job import PER_ENTRY_FILE, TrialJob
+    from focus_tune.sim.model_io import DataInfo
+    from focus_tune.sim.regularization import LambdaSchedule
+    from focus_tune.scoring.temperature import GRID
+    from focus_tune.search.trainable import TrialSplits, _test_metrics
+    from focus_tune.procedure.trials import TrialSpec
 
     sim = chain_simulator(P=FAST)
     with torch.no_grad():

@@ -19,12 +19,14 @@ import torch
 from mlflow.entities import LoggedModelStatus
 from mlflow.tracking import MlflowClient
 
-from focus_tune import model_io, predict
-from focus_tune.config import load_search_config, space_path
+from focus_tune import predict
+from focus_tune.config.space import load_search_config, space_path
 from focus_tune.data import ensure_dataset, read_manifest
-from focus_tune.job import DataInfo, TrialJob
-from focus_tune.trials import TrialSpec
-from focus_tune.regularization import LambdaSchedule
+from focus_tune.procedure.job import TrialJob
+from focus_tune.procedure.trials import TrialSpec
+from focus_tune.sim import model_io
+from focus_tune.sim.model_io import DataInfo
+from focus_tune.sim.regularization import LambdaSchedule
 from focus_tune.tracking import WINNER_TAG, Tracker, download_model, manifest_digest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -263,7 +265,7 @@ def test_a_resumed_search_reopens_its_child_runs(tracker, manifest, dataset):
 
 
 def test_tracking_imports_no_ray_and_model_io_no_mlflow():
-    code = ("import sys; import focus_tune.model_io; assert 'mlflow' not in sys.modules, 'model_io imports mlflow'; "
+    code = ("import sys; import focus_tune.sim.model_io; assert 'mlflow' not in sys.modules, 'model_io imports mlflow'; "
             "import focus_tune.tracking; "
             "assert not [m for m in sys.modules if m == 'ray' or m.startswith('ray.')], 'tracking imports ray'")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from focus_tune.search.driver import UNSENT_FILE
-from focus_tune.tracking.store import create_local_store
+from focus_tune.tracking.backend import create_local_store
 from smoke_search import GAME, RUN
 from test_tracking import dataset, job, manifest  # noqa: F401  (fixtures and a trial job)
 

@@ -2,13 +2,13 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune.metrics import sequence_metrics
-from focus_tune.model import Simulator
-from focus_tune.montecarlo import time_to_event
-from focus_tune.regularization import LambdaSchedule
-from focus_tune.train import LearningRate, NonFiniteLoss, seed_everything, train_one_epoch
-from focus_tune.device_split import DeviceSplit
-from focus_tune.evaluation import evaluate
+from focus_tune.scoring.evaluation import evaluate
+from focus_tune.scoring.metrics import sequence_metrics
+from focus_tune.scoring.montecarlo import time_to_event
+from focus_tune.sim.device_split import DeviceSplit
+from focus_tune.sim.model import Simulator
+from focus_tune.sim.regularization import LambdaSchedule
+from focus_tune.sim.train import LearningRate, NonFiniteLoss, seed_everything, train_one_epoch
 
 from chain import chain_simulator, draw_chain, exact_marginals
 
@@ -154,7 +154,7 @@ def test_a_scheduled_training_is_the_scheduler_driven_loop_and_resumes_from_the_
 
     ref, ref_opt, ref_gen = fresh()
     sched = torch.optim.lr_scheduler.OneCycleLR(ref_opt, 1e-2, total_steps=9, cycle_momentum=False)
-    from focus_tune.regularization import regularized_loss
+    from focus_tune.sim.regularization import regularized_loss
     ref_losses = []
     for _ in range(3):
         order, total = torch.randperm(len(data), generator=ref_gen), 0.0

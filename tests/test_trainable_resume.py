@@ -10,12 +10,13 @@ import pytest
 import ray
 from ray import tune
 
-from focus_tune import trainable
-from focus_tune.config import load_search_config, space_path
+from focus_tune.config.space import load_search_config, space_path
 from focus_tune.data import ensure_dataset, load_dataset
-from focus_tune.job import INFLUENCE_KEY, MEMBERS_KEY, DataInfo, PackJob, TrialJob
-from focus_tune.plan import SearchPlan
+from focus_tune.procedure.job import INFLUENCE_KEY, MEMBERS_KEY, PackJob, TrialJob
+from focus_tune.procedure.plan import SearchPlan
+from focus_tune.search import trainable
 from focus_tune.search.checks import load_splits
+from focus_tune.sim.model_io import DataInfo
 
 
 @pytest.fixture
@@ -119,7 +120,7 @@ def test_each_split_goes_to_the_device_once_per_trial(fake_tune, tmp_path, monke
     a pack of two: the train, val and test splits are each moved to the device once."""
     import dataclasses
 
-    from focus_tune.device_split import DeviceSplit
+    from focus_tune.sim.device_split import DeviceSplit
 
     cfg, splits, jobs = _pack_setup(tmp_path, members=2)
     finals = tuple(TrialJob(dataclasses.replace(j.spec, stage="final", family="none", trial_id=f"final-{k}"), j.train,

@@ -1,10 +1,17 @@
-"""Datasets: build the default offline datasets, import real data or your own, load verified splits.
+"""Datasets: build the built-in ones, import real data or your own, load verified splits.
 
     ds = load_dataset(ensure_dataset("hero", "quick", root="data"))
     ds.manifest.length, ds.train.images, ds.train.sequences, ds.test.exact_marginals
     write_dataset("data/mine", images=images, sequences=sequences, classes=names, event="END")
 
+``store`` (the format: the manifest, the Parquet splits, their reader and writer),
+``images`` (the one image decoder), ``describe`` (``python -m focus_tune.data info``),
+``builtin/`` (the built-in scenarios' generators, sizes and cache), ``own/`` (one's own data:
+``write_dataset`` and the importers), ``__main__`` (``python -m focus_tune.data``).
 See docs/DATA.md for the generators, the store format and the profile sizes.
+
+Imports: the top-level base modules (names, quote, durable, arguments) only: the data is
+the bottom layer, and the only package that knows file formats.
 """
 
 from importlib import import_module
@@ -12,12 +19,13 @@ from importlib import import_module
 # Each public name -> the module of this package that defines it, imported on first use
 # (PEP 562), so that importing the package imports none of them.
 _HOME = {
-    "build_dataset": "cache", "dataset_dir": "cache", "ensure_dataset": "cache",
-    "evaluation_groups": "cache", "generator_version": "cache", "is_current": "cache",
-    "write_dataset": "importing",
-    "ATARI_GAMES": "profiles", "DatasetSpec": "profiles", "FACEMED": "profiles", "GAMES": "profiles",
-    "PROFILES": "profiles", "SPECS": "profiles", "get_spec": "profiles",
-    "describe_dataset": "summary",
+    "build_dataset": "builtin.cache", "dataset_dir": "builtin.cache", "ensure_dataset": "builtin.cache",
+    "evaluation_groups": "builtin.cache", "generator_version": "builtin.cache", "is_current": "builtin.cache",
+    "ATARI_GAMES": "builtin.profiles", "DatasetSpec": "builtin.profiles", "FACEMED": "builtin.profiles",
+    "GAMES": "builtin.profiles", "PROFILES": "builtin.profiles", "SPECS": "builtin.profiles",
+    "get_spec": "builtin.profiles",
+    "describe_dataset": "describe",
+    "write_dataset": "own.write",
     "DataError": "store", "Dataset": "store", "DatasetWriter": "store", "Manifest": "store", "Split": "store",
     "load_dataset": "store", "read_manifest": "store", "time_to_event": "store",
 }

@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import OneLineParser, error_exit, non_negative_int, positive_int
+from ..arguments import OneLineParser, error_exit, non_negative_int, positive_int
 from . import ATARI_GAMES, GAMES, PROFILES, DataError, build_dataset, dataset_dir, load_dataset
-from .summary import describe, verified
+from .describe import describe, verified
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -171,18 +171,18 @@ def main(argv: list[str] | None = None) -> int:
             out = args.out or dataset_dir("data", args.game, args.profile, args.seed)
             path = build_dataset(args.game, args.profile, out, seed=args.seed)
         elif args.command == "import-atari-head":
-            from .atari_head import import_atari_head
+            from .builtin.atari_head import import_atari_head
 
             path = import_atari_head(args.path, args.game, args.out, profile=args.profile, length=args.length,
                                      sampling_freq=args.freq, image_size=args.image_size,
                                      stride=args.stride, seed=args.seed)
         elif args.command == "import-utkface":
-            from .facemed import import_utkface
+            from .builtin.facemed import import_utkface
 
             path = import_utkface(args.path, args.out, image_size=args.image_size, length=args.length,
                                   seed=args.seed)
         elif args.command == "import-table":
-            from .importing import command_line, import_table
+            from .own.write import command_line, import_table
 
             path = import_table(args.path, args.out, event=args.event, absorbing=args.absorbing,
                                 length=args.length, name=args.name, classes=args.classes,
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                                 group_column=args.group_column, seed=args.seed, truncate=args.truncate,
                                 command=command_line(argv))
         elif args.command == "import-folder":
-            from .importing import command_line, import_folder
+            from .own.write import command_line, import_folder
 
             path = import_folder(args.path, args.out, event=args.event, absorbing=args.absorbing,
                                  length=args.length, name=args.name, classes=args.classes,
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                                  group_column=args.group_column, seed=args.seed, truncate=args.truncate,
                                  command=command_line(argv))
         elif args.command == "import-arrays":
-            from .importing import command_line, import_arrays
+            from .own.write import command_line, import_arrays
 
             path = import_arrays(args.path, args.out, event=args.event, absorbing=args.absorbing, name=args.name,
                                  classes=args.classes, condition=args.condition, seed=args.seed,

@@ -39,7 +39,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..atomic import fsync_path, short, write_atomic
+from ..durable import fsync_path, write_atomic
+from ..quote import short
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
@@ -69,7 +70,7 @@ def time_to_event(sequences: np.ndarray, event: int, observed_length: np.ndarray
     """T = min{i : Y_i = event}, counted from 1; L when the event never occurs.
 
     The one rule of the time to event, for the stored sequences and for Monte Carlo samples
-    alike (``focus_tune.montecarlo`` applies it to draws [N, M, L]). sequences: int [..., L]
+    alike (``focus_tune.scoring.montecarlo`` applies it to draws [N, M, L]). sequences: int [..., L]
     -> int64 [...]. With ``observed_length`` [...] (right-censored data: entries 1..n
     observed) only observed entries count, and an item whose event is not among them gets its
     last observed entry n (T > n is all that is known: :func:`censored_items` tells which).

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..cli import OneLineParser, error_exit, int_at_least, number_above, positive_int
+from ..arguments import OneLineParser, error_exit, int_at_least, number_above, positive_int
 from ..names import ESTIMATORS, FAMILIES, PREDICT_DEFAULTS
 from .estimate import DEFAULT_ESTIMATOR, DEFAULT_SAMPLES, predict_one
 from .inputs import collect, parse_prefix
@@ -92,7 +92,7 @@ def run(args) -> int:
         print(f"parquet: {args.parquet} ({len(results)} rows)", file=sys.stderr if args.json else sys.stdout)
     with_truth = [r for r in results if r["truth"]]
     if len(with_truth) > 1 and not args.json:
-        from ..metrics import interval_metrics
+        from ..scoring.metrics import interval_metrics
 
         cov = interval_metrics([r["time_to_event"]["lower"] for r in with_truth],
                                [r["time_to_event"]["upper"] for r in with_truth],

@@ -22,7 +22,7 @@ def _time_to_event(est, samples, event: int, alpha: float) -> dict:
     and draws [1, M, L]: the interval, mean, median and distribution of the estimator's pmf, and
     the leak: the fraction of the draws reaching the event that leave it after (None: none
     reached it)."""
-    from ..montecarlo import leak
+    from ..scoring.montecarlo import leak
 
     reached = (np.asarray(samples) == event).any(axis=-1)[0]
     left, _ = leak(samples, event)  # of the draws that reach the event, those that leave it after
@@ -42,8 +42,8 @@ def predict_one(loaded: Loaded, item: Item, num_samples: int, seed: int, alpha: 
     """The estimates of one image as plain JSON values (see the module doc)."""
     import torch
 
-    from .. import metrics, montecarlo
-    from ..evaluation import draw_samples
+    from ..scoring import metrics, montecarlo
+    from ..scoring.evaluation import draw_samples
 
     if estimator not in ESTIMATORS:
         raise PredictError(f"estimator {estimator!r}: expected one of {', '.join(ESTIMATORS)}")

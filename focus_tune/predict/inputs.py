@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..atomic import short
+from ..quote import short
 from .loading import PredictError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".npy")

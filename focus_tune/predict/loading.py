@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..atomic import short
 from ..names import MODEL_JSON
+from ..quote import short
 
 
 class PredictError(RuntimeError):
@@ -22,7 +22,7 @@ class PredictError(RuntimeError):
 class Loaded:
     """A final model and what using it needs."""
 
-    model: Any  # focus_tune.model.Simulator, eval mode
+    model: Any  # focus_tune.sim.model.Simulator, eval mode
     source: str  # what --model named
     family: str | None
     trial_id: str | None
@@ -49,7 +49,7 @@ def _model_folder(path: Path, family: str) -> tuple[Path, dict]:
         return path, {}
     for folder in (path / "models" / family, path / family):
         if (folder / MODEL_JSON).is_file():
-            from ..state import SearchError, read_state
+            from ..procedure.state import SearchError, read_state
 
             try:  # where the run's data is, if its search state says
                 state = read_state(path)
@@ -73,7 +73,7 @@ def load(source: str, family: str = "time-dependent", tracking_uri: str | None =
     a model saved before these were recorded takes them from a dataset: ``data`` (the
     ``--data`` folder, dataset inputs), then the dataset its search recorded.
     """
-    from ..model_io import load_model
+    from ..sim.model_io import load_model
 
     if _is_uri(source):
         from ..tracking import ModelNotFound, fetch_model
@@ -107,7 +107,7 @@ def load(source: str, family: str = "time-dependent", tracking_uri: str | None =
                   alpha=float(train.get("alpha", 0.9)))
 
 
-CHECKPOINT_FILE = "checkpoint.pt"  # a Ray Tune trial checkpoint's file (focus_tune.trainable)
+CHECKPOINT_FILE = "checkpoint.pt"  # a Ray Tune trial checkpoint's file (focus_tune.search.trainable)
 
 
 def _from_checkpoint(path: Path, source: str, data: Sequence[Path]) -> Loaded:
@@ -119,9 +119,9 @@ def _from_checkpoint(path: Path, source: str, data: Sequence[Path]) -> Loaded:
 
     import torch
 
-    from ..job import PackJob
-    from ..model_io import build_model
-    from ..state import SearchError, read_state
+    from ..procedure.job import PackJob
+    from ..sim.model_io import build_model
+    from ..procedure.state import SearchError, read_state
 
     trial_dir, member = path.parent, None
     if not (trial_dir / "params.pkl").is_file() and (trial_dir.parent / "params.pkl").is_file():

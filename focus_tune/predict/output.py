@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..atomic import write_atomic
+from ..durable import write_atomic
 
 MAX_HEATMAP_CLASSES = 24  # more classes: the most probable ones, the rest summed as "other"
 

@@ -26,17 +26,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..cli import version_text
-from ..config import ConfigError, override_text, parse_override
+from ..arguments import version_text
+from ..config.space import ConfigError, override_text, parse_override
 from ..data import GAMES
 from ..interrupt import EXIT_INTERRUPTED
 from ..names import PROFILES
+from ..procedure.state import OVERRIDES_KEY, read_state
+from .analysis import finished, read_run, run_dir, seed_list, store_uri, summarize
 from .figure import plot_replication
-from .markdown import markdown
 from .regime import regime
+from .replication_md import markdown
 from .runner import Job, Runner
-from ..state import OVERRIDES_KEY, read_state
-from .summary import finished, read_run, run_dir, seed_list, store_uri, summarize
 
 EXIT_INCOMPLETE = 3
 
@@ -83,7 +83,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         if args.data is None:
             ap.error("the following arguments are required: --game (or --data DIR, a dataset of your own)")
         from ..data import DataError
-        from ..scenarios import scenario_of
+        from ..config.scenarios import scenario_of
 
         try:
             args.game = scenario_of(args.data)

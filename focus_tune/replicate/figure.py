@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from ..report.columns import COMPARED_COLUMNS, COVERAGE_TARGET, ROWS, color
 from ..report.figures import save_png
-from .summary import PRIMARY
+from .analysis import PRIMARY
 
 SHOWN = (("constant", "none"), ("time-dependent", "none"))
 

@@ -15,9 +15,9 @@ import os
 import time
 from pathlib import Path
 
+from ..tracking.backend import create_local_store, tracking_uri, ui_command
 from ..tracking.lineage import context_tags
-from ..tracking.store import create_local_store, tracking_uri, ui_command
-from .summary import PAIRS, PRIMARY
+from .analysis import PAIRS, PRIMARY
 
 KIND = "replication"
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .summary import MODELS, family_mean
+from .analysis import MODELS, family_mean
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path
 
     from ..report.tables import read_finals
-    from .markdown import regime_lines
+    from .replication_md import regime_lines
 
     ap = argparse.ArgumentParser(prog="python -m focus_tune.replicate.regime", description=main.__doc__)
     ap.add_argument("--game", required=True, choices=sorted(REGIMES))

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .summary import finished, run_dir, store_uri
+from .analysis import finished, run_dir, store_uri
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ regularization family, as the trainable reports them) and writes into a run fold
 - ``results.md``: the chosen schedules and the paper's tables (marginal, conditional on the
   first entry, time-to-event interval), each cell the mean ± standard error over seeds, with
   the baselines (temperature-scaled, image-blind, image-Bayes, oracle, exact; see
-  :mod:`focus_tune.baselines`) as rows beside the three families;
+  :mod:`focus_tune.scoring.baselines`) as rows beside the three families;
 - ``results.csv``: one row per (family, seed) with every numeric metric, then a ``mean`` and
   an ``se`` row per family;
 - ``entry_ece.png``, ``reliability.png``, ``intervals.png``: entry-level ECE (the oracle's

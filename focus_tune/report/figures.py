@@ -1,7 +1,7 @@
 """The three figures of the final models: entry-level ECE, reliability diagrams, interval widths.
 
 They are drawn from each result's per-entry data, ``row[PER_ENTRY_KEY]``: a dict of the
-entry-level arrays of :func:`focus_tune.evaluation.test_result` (``marginal`` and ``conditional``:
+entry-level arrays of :func:`focus_tune.scoring.evaluation.test_result` (``marginal`` and ``conditional``:
 {metric: [L]}, ``interval``: {lo, hi, point, true: [N]}, ``reliability``: {entry: {confidence,
 accuracy, count}}), arrays or lists with NaN (or None) for no value. A row without it, or
 without one of its parts, adds nothing to the figure; a figure with nothing reads 'no data'.
@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..atomic import write_atomic
+from ..durable import write_atomic
 from .columns import COVERAGE_TARGET, PER_ENTRY_KEY, REFERENCES, color
 from .stats import stat
 

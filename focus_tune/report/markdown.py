@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..metrics import LABEL_REDRAWS, LABEL_SD_KEYS
+from ..scoring.metrics import LABEL_REDRAWS, LABEL_SD_KEYS
 from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, CONFORMAL_COLUMNS,
                       COVERAGE_TARGET, INTERVAL, MARGINAL, NA, Column, conformal_base, group_columns, is_conformal)
 from .stats import differences, one_sample_test, to_float
@@ -39,7 +39,7 @@ BASELINE_NOTE = (
 
 def label_noise_lines(finals: Mapping) -> list[str]:
     """One paragraph on how much the test labels alone move a calibrated predictor's scores
-    (the ``exact`` row's label-noise keys, :func:`focus_tune.metrics.label_noise`); [] without them."""
+    (the ``exact`` row's label-noise keys, :func:`focus_tune.scoring.metrics.label_noise`); [] without them."""
     row = (finals.get("exact") or [{}])[0]
     sd_ece, sd_sq = (to_float(row.get(k)) for k in LABEL_SD_KEYS)
     if not (math.isfinite(sd_ece) and math.isfinite(sd_sq)):

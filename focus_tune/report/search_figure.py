@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..atomic import write_atomic
+from ..durable import write_atomic
 from ..names import FAMILIES
 from .columns import FAMILY_COLORS
 from .figures import no_data

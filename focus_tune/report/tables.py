@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..atomic import write_atomic
+from ..durable import write_atomic
 from .columns import COVERAGE_TARGET, NA, REFERENCES, SHORT_LABELS, Column
 from .stats import Stat, aggregate, metric_keys, stat, to_float
 

@@ -6,7 +6,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ..names import FAMILIES, FAMILY_STAGE
-from ..racing import Lost
+from ..procedure.racing import Lost
 from .columns import NA
 from .stats import to_float
 
@@ -28,11 +28,11 @@ def search_trace(plan, results: Mapping[str, Any], histories: Mapping[str, Seque
                  score: str = "validation marginal ECE", stopped: Mapping[str, Mapping] | None = None) -> dict:
     """What the search did, as plain JSON values: every stage's candidates with their
     selection score (named by ``score``), the chosen one and the decision (its rival, the
-    score difference and its standard error, the rule that chose: see ``focus_tune.plan``),
+    score difference and its standard error, the rule that chose: see ``focus_tune.procedure.plan``),
     each candidate's ``se`` (of its difference from the chosen one; None where unknown),
     and each family's validation ECE over epochs for the seeds of its final models.
 
-    ``plan`` is the search's :class:`focus_tune.plan.SearchPlan`, ``results`` its trial id ->
+    ``plan`` is the search's :class:`focus_tune.procedure.plan.SearchPlan`, ``results`` its trial id ->
     score (None = failed), ``histories`` trial id -> [(epoch, val ECE), ...] (the MLflow
     child runs' ``val/ece``; see ``Tracker.metric_histories``). A candidate that the plan
     deduplicated (its schedule was trained by an earlier trial, e.g. k2 <= k1) carries the

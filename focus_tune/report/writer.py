@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..atomic import write_atomic
+from ..durable import write_atomic
 from .columns import class_name, is_conformal, ordered_families
 from .figures import plot_entry_ece, plot_intervals, plot_reliability
 from .markdown import plain_text, results_markdown
@@ -30,7 +30,7 @@ class Report:
     table: str
     files: list[Path] = field(default_factory=list)
     summary: dict[str, float] = field(default_factory=dict)
-    recommendation: Any = None  # the search's focus_tune.recommend.Recommendation, set by the search
+    recommendation: Any = None  # the search's focus_tune.procedure.recommend.Recommendation, set by the search
 
 
 def write_report(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from .recipe import RecipeResult, run_recipe  # the recipe stage (python -m focus_tune.recipe); Ray imported on use
+from ..recipe.tuning import RecipeResult, run_recipe  # the recipe stage (python -m focus_tune.recipe); Ray imported on use
 from .storage import CONFIG_FILE, STATE_FILE, SearchError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,7 +77,7 @@ def read_search(run_folder: str | Path, register: str | None = None) -> SearchRe
     and models); ``register``: the registered model's name it was run with (--register)."""
     import pandas as pd
 
-    from ..state import read_state
+    from ..procedure.state import read_state
 
     folder = Path(run_folder)
     report = folder / "report"
@@ -129,7 +129,7 @@ def run_search(
     keyword is the flag of the same name, ``--set`` is ``overrides``: ``{"train.epochs": 5}``,
     ``["train.epochs=5"]`` or ``[("train.epochs", 5)]``), and return what it found. The search
     prints its progress as the CLI does. ``trainable`` replaces the Ray Tune trainable (tests)."""
-    from ..config import parse_override
+    from ..config.space import parse_override
 
     pairs = _override_pairs(overrides, parse_override)
     opts = _options(dict(game=game, data=data, profile=profile, space=space, seed=seed, final_seeds=final_seeds,
@@ -182,7 +182,7 @@ def _options(values: dict[str, Any], overrides: tuple[tuple[str, Any], ...]):
     if checked["game"] is None:
         if checked["data"] is None:
             raise SearchError("give game= (a built-in scenario) or data= (a dataset folder of your own)")
-        from ..scenarios import scenario_of
+        from ..config.scenarios import scenario_of
 
         checked["game"] = scenario_of(checked["data"])
     known = {f.name for f in fields(SearchOptions)}
@@ -196,11 +196,11 @@ def main(argv: list[str] | None = None, trainable=None) -> int:
     """The CLI, ``python -m focus_tune.search``: the flags parsed, then :func:`run_search`
     (``--print-config`` and ``--dry-run`` print and exit). ``trainable`` replaces the Ray Tune
     trainable (tests inject faults with it)."""
-    from ..cli import error_exit
-    from ..config import ConfigError
+    from ..arguments import error_exit
+    from ..config.space import ConfigError
     from ..data import DataError
     from ..interrupt import EXIT_INTERRUPTED, Interrupted
-    from ..plan import StageFailed
+    from ..procedure.plan import StageFailed
     from . import ray_runtime
     from .cli import parse_options
     from .driver import run

@@ -8,11 +8,11 @@ from typing import Callable
 
 from ray.tune import Callback
 
-from ..atomic import disk_full
-from ..job import PackJob, job_of, jobs_of, member_results
-from ..progress import Progress
-from ..racing import Lost
-from ..state import DiskFull
+from ..durable import disk_full
+from ..procedure.job import PackJob, job_of, jobs_of, member_results
+from ..procedure.racing import Lost
+from ..procedure.state import DiskFull
+from .progress import Progress
 from .storage import SearchState, checkpoint_uri
 
 

@@ -6,23 +6,23 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..atomic import short
-from ..config import ConfigError, SearchConfig, apply_overrides, load_search_config, space_path
+from ..config.space import ConfigError, SearchConfig, apply_overrides, load_search_config, space_path
 from ..data import DataError
-from ..job import Splits
+from ..procedure.job import Splits
+from ..quote import short
 from .cli import SearchOptions
 
 
 def load_config(opts: SearchOptions) -> SearchConfig:
     """The search space of --game (or --space) under --profile, with --set and --final-seeds
-    applied; a dataset of one's own without --space gets the generic one (``focus_tune.generic_space``)."""
+    applied; a dataset of one's own without --space gets the generic one (``focus_tune.config.generic``)."""
     if opts.space is not None:
         cfg = load_search_config(opts.space, opts.profile)
     elif opts.builtin:
         cfg = load_search_config(space_path(opts.game), opts.profile)
     else:
         from ..data import read_manifest
-        from ..generic_space import generic_config
+        from ..config.generic import generic_config
 
         cfg = generic_config(opts.game, read_manifest(opts.data).length, opts.profile)
     if cfg.game != opts.game:
@@ -47,7 +47,7 @@ def recipe_note(opts: SearchOptions) -> str | None:
     import json
     from pathlib import Path
 
-    from .recipe import REPORT_KIND
+    from ..recipe.tuning import REPORT_KIND
 
     make = f"python -m focus_tune.recipe --data {opts.data} --profile {opts.profile}"
     if opts.space is None:

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..cli import OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number, version_text
-from ..config import parse_override
+from ..arguments import (
+    OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number, version_text)
+from ..config.space import parse_override
 from ..data import GAMES
 from ..names import JOINT_SEARCHES, PROFILES
 from .storage import SearchError
@@ -39,7 +40,7 @@ class SearchOptions:
     cpus_per_trial: float  # also the trial's torch threads
     gpus_per_trial: float
     max_concurrent: int | None
-    pack: int | str  # trainings per trial (focus_tune.packed); 1: one per trial; "auto": rates.auto_pack
+    pack: int | str  # trainings per trial (focus_tune.sim.packed); 1: one per trial; "auto": rates.auto_pack
     wait_for_resources: bool
     seed: int
     final_seeds: int | None  # None: the search space's
@@ -89,7 +90,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SearchOptions:
     if args["game"] is None:
         if args["data"] is None:
             parser.error("the following arguments are required: --game (or --data DIR, a dataset of your own)")
-        from ..scenarios import scenario_of
+        from ..config.scenarios import scenario_of
 
         args["game"] = scenario_of(args["data"])
     args["overrides"] = tuple(parse_override(text) for text in args["overrides"])  # a ConfigError names a bad one
@@ -131,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train up to this many runnable candidates together as one trial, one program on its "
                         "device (for GPUs: docs/BENCHMARKS.md, 'Packed trials'); each keeps its own MLflow run, "
                         "checkpoint and result. 'auto': 1 without GPUs, else from the measured pack rates "
-                        "(focus_tune/gpu_pack_rates.json). Default 1: one per trial, the right choice on a CPU")
+                        "(focus_tune/procedure/gpu_pack_rates.json). Default 1: one per trial, the right choice on a CPU")
     p.add_argument("--wait-for-resources", action="store_true",
                    help="start even when no node has the CPUs/GPUs a trial needs, and wait for an autoscaler "
                         "to add one (default: fail at once, naming what the cluster has)")
@@ -253,7 +254,7 @@ def check_flags(args: SearchOptions) -> None:
     if args.joint_budget is not None and args.joint_search != "optuna":
         raise SearchError("--joint-budget is the budget of --joint-search optuna; the grid trains every candidate")
     if args.data is not None:
-        from ..scenarios import check_data_folder
+        from ..config.scenarios import check_data_folder
 
         check_data_folder(args.data)
     if not args.builtin and args.data is None:

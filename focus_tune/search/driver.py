@@ -10,20 +10,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import disk_full, fsync_path, short
-from ..config import SearchConfig
+from ..config.space import SearchConfig
 from ..data import ensure_dataset, load_dataset
+from ..durable import disk_full, fsync_path
 from ..interrupt import INTERRUPT, Interrupted
-from ..job import CONFIG_KEY, DataInfo, Splits, TrialJob
 from ..names import SELECT_NAMES
-from ..plan import SearchPlan, TrialSpec
-from ..progress import Progress, fmt_s
-from ..rates import resolve_pack
-from ..state import DiskFull
+from ..procedure.job import CONFIG_KEY, Splits, TrialJob
+from ..procedure.plan import SearchPlan, TrialSpec
+from ..procedure.rates import resolve_pack
+from ..procedure.state import DiskFull
+from ..quote import short
+from ..sim.model_io import DataInfo
 from . import ray_runtime
 from .checks import check_game, load_config, load_splits
 from .cli import SearchOptions, check_split_sizes
 from .lock import SearchLock
+from .progress import Progress, fmt_s
 from .storage import (STATE_FILE, SearchError, SearchState, check_resumable, check_storage, fingerprint,
                       remove_if_empty, run_dir, tune_storage, write_config)
 
@@ -63,9 +65,9 @@ def prepare(opts: SearchOptions) -> Prepared:
 def run(opts: SearchOptions, trainable=None) -> int:
     """The search: the run folder is made writable and locked first (a second search on it is
     refused before anything else, :mod:`.lock`); a check that fails leaves no folder, lock or
-    state behind; a full disk at any point ends in :class:`~focus_tune.state.DiskFull`."""
+    state behind; a full disk at any point ends in :class:`~focus_tune.procedure.state.DiskFull`."""
     if opts.print_config:
-        from ..config import dump_search_config
+        from ..config.space import dump_search_config
 
         print(dump_search_config(load_config(opts), opts.overrides), end="")
         return 0
@@ -199,7 +201,7 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
     print(f"\nchosen time-dependent schedule: {winners['joint'].schedule}")
     print(f"report: {folder / 'report' / 'results.md'}  |  MLflow: {ui_command(tracker.uri, tracker.experiment_id)}")
     print(f"wall time {fmt_s(wall)}")
-    rec = report.recommendation  # by the validation evidence (focus_tune.recommend), the search's last line
+    rec = report.recommendation  # by the validation evidence (focus_tune.procedure.recommend), the search's last line
     family = rec.family if rec else "time-dependent"
     flags = rec.predict_flags(cfg.train.estimator, cfg.train.num_samples) if rec else ""
     print(f"use it: python -m focus_tune.predict --model runs:/{tracker.parent_run_id}/model-{family} {flags}"
@@ -231,14 +233,14 @@ def joint_budget(opts: SearchOptions, plan: SearchPlan) -> int | None:
         return None
     if opts.joint_budget is not None:
         return opts.joint_budget
-    from ..optuna_joint import default_budget
+    from ..procedure.optuna_joint import default_budget
 
     return default_budget(plan.joint_trainings)
 
 
 def new_progress(plan: SearchPlan, state: SearchState, score_name: str = "val ECE") -> Progress:
     """The progress display, counting what an earlier driver of a resumed search finished."""
-    from ..cost import stats
+    from ..procedure.cost import stats
 
     expected = stats(plan, plan.dry_run(state.results))  # as if the joint stage were the grid
     trainings = expected.trainings
@@ -255,9 +257,9 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
     """Every trial of the search in one Ray Tune experiment, handed out by the PlanSearcher."""
     from ray import tune
 
-    from ..trainable import run_trial
+    from .trainable import run_trial
     from .callbacks import MLflowCallback, StateCallback
-    from .racing import RaceScheduler
+    from .scheduler import RaceScheduler
     from .searcher import PlanSearcher
 
     # One CPU (one torch thread) per trial by default (search/cli.py): on a laptop, trials
@@ -278,7 +280,7 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
 
     optuna = None
     if opts.joint_search == "optuna":
-        from ..optuna_joint import JointOptuna
+        from ..procedure.optuna_joint import JointOptuna
 
         def optuna(space):
             return JointOptuna(space, budget=plan.joint_budget, seed=opts.seed,

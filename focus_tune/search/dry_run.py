@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-from ..config import SearchConfig
+from ..config.space import SearchConfig
 from ..data import get_spec, load_dataset
-from ..plan import SearchPlan
+from ..procedure.plan import SearchPlan
+from ..procedure.rates import resolve_pack
 from .checks import check_game, load_splits
-from ..rates import resolve_pack
 from .cli import SearchOptions
 from .storage import SearchError, read_state, run_dir
 
@@ -17,8 +17,8 @@ def dry_run(cfg: SearchConfig, opts: SearchOptions) -> int:
     """Print the trial plan and what overlap and deduplication save; runs nothing. Where a time
     comes from measured rates, the output names the card they were measured on, and warns when
     ``--gpu-type`` names another."""
-    from ..cost import plan_cost
-    from ..rates import RatesError, load_gpu_rates, measured_trial_minutes, trial_minutes_for
+    from ..procedure.cost import plan_cost
+    from ..procedure.rates import RatesError, load_gpu_rates, measured_trial_minutes, trial_minutes_for
 
     try:
         rates = load_gpu_rates(opts.rates)
@@ -63,7 +63,7 @@ def dry_run(cfg: SearchConfig, opts: SearchOptions) -> int:
 def gpu_mismatch(gpu_type: str | None, measured_on: set[str]) -> str | None:
     """One warning line when the cluster's GPU (``--gpu-type``) is not the card the printed
     times were measured on, or None."""
-    from ..rates import GPU_RATES_ENV, same_gpu
+    from ..procedure.rates import GPU_RATES_ENV, same_gpu
 
     other = sorted(device for device in measured_on if not same_gpu(gpu_type, device)) if gpu_type else []
     if not other:
@@ -81,8 +81,8 @@ def pack_cost(plan: SearchPlan, cfg: SearchConfig, opts: SearchOptions, pack: in
     training, so the cost model runs the search's rounds with ``pack`` trainings per trial's
     share of the cluster, each taking one pack's time: the user's ``--trial-minutes`` (one
     pack's training), else the measured pack rates."""
-    from ..cost import Resources, estimate
-    from ..rates import load_pack_rates, pack_minutes_from_rates
+    from ..procedure.cost import Resources, estimate
+    from ..procedure.rates import load_pack_rates, pack_minutes_from_rates
 
     head = (f"with --pack {pack}: up to {pack} trainings per trial, the test evaluations alone; "
             f"{sum(t.source_trial is None for b in plan.dry_run() for t in b.trials)} trainings")

@@ -45,8 +45,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..atomic import fsync_path
-from ..state import SearchError
+from ..durable import fsync_path
+from ..procedure.state import SearchError
 
 LOCK_FILE = "search.lock"
 HEARTBEAT_S = 10.0  # how often the holder touches the lock

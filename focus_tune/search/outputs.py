@@ -8,17 +8,18 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..atomic import fsync_path, write_atomic
-from ..config import override_text
-from ..job import PER_ENTRY_FILE, DataInfo
+from ..config.space import override_text
+from ..durable import fsync_path, write_atomic
 from ..names import HEADLINE_METRICS, REFERENCE_HEADLINE
+from ..procedure.job import PER_ENTRY_FILE
+from ..sim.model_io import DataInfo
 
 if TYPE_CHECKING:  # types only: the modules behind them are imported where they are used
-    from ..config import SearchConfig
+    from ..config.space import SearchConfig
     from ..data.store import Dataset, Manifest
-    from ..plan import SearchPlan, StageWinner
+    from ..procedure.plan import SearchPlan, StageWinner
     from ..report.writer import Report
-    from ..state import SearchState
+    from ..procedure.state import SearchState
     from ..tracking import Tracker
     from .cli import SearchOptions
 
@@ -49,17 +50,17 @@ def final_rows(plan: SearchPlan, state: SearchState) -> tuple[dict[str, list[dic
 
 def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, state: SearchState, dataset: Dataset,
                   folder: Path, tracker: Tracker, winners: dict[str, StageWinner]) -> Report:
-    from .. import cost
-    from ..baselines import with_baselines
-    from ..evaluation import Scoring
+    from ..procedure import cost
+    from ..scoring.baselines import with_baselines
+    from ..scoring.evaluation import Scoring
     from ..names import SELECT_NAMES
-    from ..recommend import recommend
+    from ..procedure.recommend import recommend
     from ..report import search_trace, write_report
 
     finals, seeds = final_rows(plan, state)
     # temperature-scaled, image-blind, image-Bayes, oracle, exact: scored like the finals
     finals = with_baselines(finals, dataset, Scoring.of(cfg.train), seeds)
-    # the model to use, by the validation evidence alone (focus_tune.recommend)
+    # the model to use, by the validation evidence alone (focus_tune.procedure.recommend)
     recommendation = recommend(validation_scores(plan, state), finals, cfg.train.select_by, cfg.train.tie_se,
                                cfg.train.alpha, model_seed=min(seeds) if seeds else None)
     schedules = {family: str(winners[stage].schedule)
@@ -97,7 +98,7 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
 
 def validation_scores(plan: SearchPlan, state: SearchState) -> dict[str, dict[int, float | None]]:
     """family -> final seed -> its last epoch's validation score (the one the stages decide by),
-    for the recommendation (focus_tune.recommend). The retrained seeds only, where a family has
+    for the recommendation (focus_tune.procedure.recommend). The retrained seeds only, where a family has
     two or more: the search seed's final is its stage's winner, whose score is the lowest of its
     stage's candidates on these very items (optimistic, and more so the more candidates a
     family's stages had)."""
@@ -130,7 +131,7 @@ def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
     cannot have and why, the split sizes of one's own data with the ECE a calibrated predictor
     reads at that test size, and how much of its test split was censored (nothing for a
     built-in scenario's generated data, which has every row and no censoring)."""
-    from ..baselines import EXACT, IMAGE_BAYES, ORACLE
+    from ..scoring.baselines import EXACT, IMAGE_BAYES, ORACLE
     from ..data import GAMES
 
     m, test = dataset.manifest, dataset.test
@@ -164,11 +165,11 @@ def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
 
 def censored_noise_notes(rows: dict[str, list[dict]]) -> list[str]:
     """What censoring costs the numbers, from the test results' censored-data keys
-    (focus_tune.metrics / evaluation on censored data): the positivity check's flag, the
+    (focus_tune.scoring.metrics / evaluation on censored data): the positivity check's flag, the
     effective number of items behind the weighted metrics with the largest weight, and each
     time-to-event metric's sampling SE over the test items (the bootstrap of the first model
     row that has it: the items' noise, beside the tables' noise over seeds)."""
-    from ..survival import positivity_note
+    from ..scoring.survival import positivity_note
 
     family, row = next(((f, r) for f in ("none", "constant", "time-dependent", "image-blind", "exact")
                         for r in rows.get(f, []) if "test/data/effective_items" in r), (None, None))
@@ -212,7 +213,7 @@ def parent_metrics(summary: dict[str, float], without_model: set[str] = frozense
     (image-blind) and of the best achievable (exact), the search's own figures (``search/...``)
     and the headline of each family in ``without_model`` (a family's final model carries its
     own headline, logged on the parent linked to the model). Everything else is in the tables."""
-    from ..baselines import EXACT, IMAGE_BLIND
+    from ..scoring.baselines import EXACT, IMAGE_BLIND
 
     out = {k: v for k, v in summary.items() if k.startswith("search/")}
     for row in (IMAGE_BLIND, EXACT):
@@ -272,8 +273,8 @@ def log_final_models(plan: SearchPlan, state: SearchState, cfg: SearchConfig, da
     import torch
     from ray import tune
 
-    from ..model_io import build_model, save_model
-    from ..trainable import load_checkpoint
+    from ..sim.model_io import build_model, save_model
+    from .trainable import load_checkpoint
 
     sources = {t.trial_id: t.source_trial for t in plan.all_trials(state.results)}
     logged = set()

@@ -42,7 +42,7 @@ class _HideReported(logging.Filter):
     also stops the search through a checkpoint or the search state that cannot be written."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from ..atomic import disk_full
+        from ..durable import disk_full
 
         return not (record.exc_info and disk_full(record.exc_info[1]) is not None)
 
@@ -115,7 +115,7 @@ def _node_slots(opts) -> tuple[list[dict], list[int]]:
     (``cost.Resources.slots``, the rule the dry run uses)."""
     import ray
 
-    from ..cost import Resources
+    from ..procedure.cost import Resources
 
     cpus, gpus = opts.cpus_per_trial, opts.gpus_per_trial
     nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]

@@ -5,7 +5,7 @@ now and hands out the most urgent one; ``on_trial_complete()`` records its score
 search state (saved at once), which may unblock the next stage. A trial starts as soon as
 its own dependencies are met, not when a batch of unrelated trials ends.
 
-Order when slots are scarce: :func:`~focus_tune.plan.priority` (the sequential stages
+Order when slots are scarce: :func:`~focus_tune.procedure.plan.priority` (the sequential stages
 first: they are the critical path). On a fixed cluster the searcher hands out at most as many trials as can run at
 once, so that each free slot takes the most urgent trial known at that moment; with an
 autoscaler (``slots=None``) it hands out everything runnable, and the Tuner's
@@ -19,19 +19,19 @@ from typing import Callable
 
 from ray.tune.search import Searcher
 
-from ..atomic import disk_full
+from ..durable import disk_full
 from ..interrupt import INTERRUPT
-from ..job import (CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, SUMMARY_KEY, PackJob, TrialJob, job_summary, jobs_of,
-                   member_results)
 from ..names import CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX, TS_PREFIX
-from ..plan import SearchPlan, StageFailed, TrialSpec, priority
-from ..racing import Lost, losers
-from ..state import DiskFull
+from ..procedure.job import (
+    CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, SUMMARY_KEY, PackJob, TrialJob, job_summary, jobs_of, member_results)
+from ..procedure.plan import SearchPlan, StageFailed, TrialSpec, priority
+from ..procedure.racing import Lost, losers
+from ..procedure.state import DiskFull
 from .storage import SearchState
 
 
 class PlanSearcher(Searcher):
-    """Hands out the plan's trials as :class:`~focus_tune.job.TrialJob` configs.
+    """Hands out the plan's trials as :class:`~focus_tune.procedure.job.TrialJob` configs.
 
     make_job(spec) -> TrialJob; slots: trials at once (None: no limit); optuna: a factory
     ``JointSpace -> JointOptuna`` for ``--joint-search optuna``; on_handout(job) is told of
@@ -143,7 +143,7 @@ class PlanSearcher(Searcher):
         jobs = [first, *waiting[: size - 1]]
         return first if len(jobs) == 1 else PackJob(tuple(jobs))
 
-    # -- racing (focus_tune.racing) -----------------------------------------------------------
+    # -- racing (focus_tune.procedure.racing) -----------------------------------------------------------
     def race_result(self, tune_id: str, result: dict) -> set[str]:
         """A trial's result, seen by the race scheduler before anything else: at the race
         epoch its score and influences are recorded (saved at once) and, when racing stops,

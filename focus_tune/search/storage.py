@@ -1,5 +1,5 @@
 """Where a search keeps what must survive its driver: the run folder and its storage. The
-search state itself (``STATE_FILE``, :class:`SearchState`) is ``focus_tune.state``'s, re-exported
+search state itself (``STATE_FILE``, :class:`SearchState`) is ``focus_tune.procedure.state``'s, re-exported
 here; Ray Tune's own experiment snapshot is periodic, which cannot give the state's guarantee
 (docs/DESIGN.md says more).
 """
@@ -10,9 +10,10 @@ import json
 import os
 from pathlib import Path
 
-from ..atomic import short, write_atomic
-from ..config import dump_search_config, override_text
-from ..state import EXPERIMENT_KEY, OVERRIDES_KEY, STATE_FILE, SearchError, SearchState, read_state
+from ..config.space import dump_search_config, override_text
+from ..durable import write_atomic
+from ..procedure.state import EXPERIMENT_KEY, OVERRIDES_KEY, STATE_FILE, SearchError, SearchState, read_state
+from ..quote import short
 
 __all__ = ["CONFIG_FILE", "STATE_FILE", "SearchError", "SearchState", "check_resumable", "check_storage",
            "checkpoint_uri", "fingerprint", "is_uri", "read_state", "remove_if_empty", "run_dir", "tune_storage",

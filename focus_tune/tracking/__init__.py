@@ -22,7 +22,7 @@ _HOME = {
     "fetch_model": "models", "model_signature": "models",
     "PATIENCE_ENV": "outage", "TrackingUnavailable": "outage",
     "Tracker": "runs",
-    "tracking_uri": "store", "ui_command": "store",
+    "tracking_uri": "backend", "ui_command": "backend",
 }
 __all__ = sorted(_HOME)
 

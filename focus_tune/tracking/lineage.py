@@ -10,7 +10,7 @@ from mlflow.entities import Dataset
 
 
 WINNER_TAG = "winner_of"  # on a trial's run: the stages it won, comma separated
-STOPPED_TAG = "stopped_by"  # on a trial's run (KILLED): the race it lost (focus_tune.racing)
+STOPPED_TAG = "stopped_by"  # on a trial's run (KILLED): the race it lost (focus_tune.procedure.racing)
 
 DATASET_CONTEXT = "training"  # the mlflow.data.context of the dataset input
 CHECKPOINT_TAG = "checkpoint"  # on a trial's run: the URI of its latest checkpoint

@@ -9,7 +9,7 @@ import mlflow
 from mlflow.tracking import MlflowClient
 
 from ..names import PREDICT_DEFAULTS
-from .store import _sqlite_file, tracking_uri
+from .backend import _sqlite_file, tracking_uri
 
 IMAGE_DTYPE = "uint8"  # the signature's images: pixel values, as datasets and image files hold them
 

@@ -21,7 +21,7 @@ import sys
 import time
 
 from ..interrupt import INTERRUPT, Interrupted
-from ..state import SearchError
+from ..procedure.state import SearchError
 
 PATIENCE_ENV = "FOCUS_TUNE_TRACKING_PATIENCE_S"
 DEFAULT_PATIENCE_S = 600.0

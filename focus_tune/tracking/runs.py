@@ -13,12 +13,12 @@ import mlflow
 from mlflow.entities import Dataset, DatasetInput, InputTag, LoggedModelOutput, Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from ..atomic import write_atomic
+from ..durable import write_atomic
 from ..names import MODEL_JSON, MODEL_WEIGHTS
+from .backend import _is_metric, create_local_store, tracking_uri
 from .lineage import CHECKPOINT_TAG, DATASET_CONTEXT, MODEL_TAG, STOPPED_TAG, WINNER_TAG, context_tags, dataset_entity, experiment_tags
 from .models import _save_example, default_input_example, model_signature, write_environment
 from .outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable, is_server
-from .store import _is_metric, create_local_store, tracking_uri
 
 
 class Tracker:
@@ -111,7 +111,7 @@ class Tracker:
     # -- children -----------------------------------------------------------------------
     def start_trial(self, job) -> str:
         """Create (or, on a resumed search, reopen) the child run of a trial
-        (``focus_tune.job.TrialJob``); returns its run id. A new run gets MLflow's context
+        (``focus_tune.procedure.job.TrialJob``); returns its run id. A new run gets MLflow's context
         tags, the trial's tags, params (schedule summary, ``spec.params``, ``train.<field>``)
         and the dataset input of :meth:`log_dataset`."""
         spec = job.spec
@@ -276,7 +276,7 @@ class Tracker:
                                 model_uuid=model.model_id, model_id=model.model_id, signature=model_signature(meta),
                                 flavors={"focus_tune": {"format": meta.get("format"), "weights": MODEL_WEIGHTS,
                                                         "config": MODEL_JSON,
-                                                        "loader": "focus_tune.model_io.load_model"}})
+                                                        "loader": "focus_tune.sim.model_io.load_model"}})
                 # mlflow.pyfunc.load_model / mlflow models serve, through focus_tune.pyfunc (no
                 # pickle), with the code and the pinned requirements that rebuild its environment
                 add_to_model(mlmodel, loader_module="focus_tune.pyfunc", **write_environment(Path(tmp)))
