@@ -4,7 +4,7 @@ Trains one model per family on a profile's dataset with the profile's training s
 (search_spaces/<game>.yaml): none, constant and a time-dependent schedule (defaults: the
 largest constant of the grid, and the H.E.R.O. quick run's chosen schedule of
 docs/RESULTS.md). Each model is then evaluated on the same test items twice with the same
-seed: `absorbing: model` (every entry drawn from the model, the default) and `absorbing:
+seed: `event_sampling: model` (every entry drawn from the model, the default) and `event_sampling:
 forced` (the event repeats once drawn). Printed per family and mode: the leak (fraction of
 sampled sequences that leave the event after reaching it), the model's mean teacher-forced
 p(event -> event), the marginal ECE / CE, coverage and relative width of I_0.9, and the
@@ -70,7 +70,7 @@ def main() -> None:
             train_one_epoch(model, opt, train, schedule.tensor(), cfg.train.batch_size, gen)
         for mode in ("model", "forced"):
             r = evaluate(model, test, cfg.train.num_samples, m.event_class, torch.Generator().manual_seed(1),
-                         cfg.train.ece_bins, cfg.train.alpha, absorbing=mode)
+                         cfg.train.ece_bins, cfg.train.alpha, event_sampling=mode)
             forced = m.event_class if mode == "forced" else None
             t0 = time.perf_counter()  # the sampling alone, the part the mode changes
             draw_samples(model, test.images, cfg.train.num_samples, m.length, torch.Generator().manual_seed(1), forced)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focus_tune.data import GAMES, PROFILES, build_dataset, get_spec, load_dataset
+from focus_tune.data import BUILTIN_SCENARIOS, PROFILES, build_dataset, get_spec, load_dataset
 
 
 def folder_mb(path: Path) -> float:
@@ -87,7 +87,7 @@ def age_probe(n_train: int = 2500, n_test: int = 500, seed: int = 0) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profiles", nargs="+", default=["smoke", "quick"], choices=PROFILES)
-    ap.add_argument("--games", nargs="+", default=list(GAMES), choices=GAMES)
+    ap.add_argument("--games", nargs="+", default=list(BUILTIN_SCENARIOS), choices=BUILTIN_SCENARIOS)
     ap.add_argument("--faces", type=Path, help="also write the face grid PNG here")
     ap.add_argument("--keep", type=Path, help="build into this folder and keep the datasets")
     ap.add_argument("--age-probe", action="store_true", help="also measure how readable age is from the faces")

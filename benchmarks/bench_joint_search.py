@@ -80,7 +80,7 @@ def test_ece(checkpoints: dict, trial_ids, cfg, dataset, seed: int) -> dict[str,
         t0 = time.perf_counter()
         with torch.no_grad():
             res = evaluate(model, test, train.num_samples, event=info.event, generator=evaluation_generator(seed, -1),
-                           n_bins=train.ece_bins, alpha=train.alpha, absorbing=train.absorbing)
+                           n_bins=train.ece_bins, alpha=train.alpha, event_sampling=train.event_sampling)
         out[tid] = float(res["marginal/ece"])
         print(f"  test ECE {tid}: {out[tid]:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
     return out
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         })
 
     out = {
-        "run_dir": str(args.run_dir), "game": cfg.game, "profile": cfg.profile, "seed": seed,
+        "run_dir": str(args.run_dir), "game": cfg.scenario, "profile": cfg.profile, "seed": seed,
         "grid": {"lambdas": list(space.lambdas), "k2": list(space.k2)},
         "joint_trainings": n, "known_from_stages": sorted(known), "default_budget": default_budget(n),
         "optuna_seeds": args.seeds,

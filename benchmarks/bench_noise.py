@@ -93,7 +93,7 @@ def main() -> None:
             # equal the recorded one; the others are fresh generators.
             gen = evaluation_generator(spec_seed, epoch) if d == 0 else torch.Generator().manual_seed(1_000_003 * d + 7)
             out = evaluate(model, val, train.num_samples, info.event, gen, train.ece_bins, train.alpha,
-                           absorbing=train.absorbing, per_entry=True)
+                           event_sampling=train.event_sampling, per_entry=True)
             runs.append(out["marginal/ece"])
             probs.setdefault(trial_id, out["probs"])  # the first draw, for the bootstrap
         scores[trial_id] = runs

@@ -139,7 +139,7 @@ def main() -> None:
     x = torch.randint(0, 256, (args.images, 3, args.size, args.size), dtype=torch.uint8)
     gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
 
-    t_fast, s = timed(lambda: sim.sample(x, args.samples, args.length, generator=gen(), absorbing=END), args.repeats)
+    t_fast, s = timed(lambda: sim.sample(x, args.samples, args.length, generator=gen(), forced_event=END), args.repeats)
     t_model, _ = timed(lambda: sim.sample(x, args.samples, args.length, generator=gen()), args.repeats)
     t_naive, _ = timed(lambda: naive_sample(sim, x, args.samples, args.length, generator=gen(), method="multinomial"), 1)
     mean_len = (s != END).sum(-1).float().mean().item()

@@ -93,7 +93,7 @@ def main() -> None:
     L, event, M = m.length, m.event_class, tc.num_samples
     say(f"{args.game} {args.profile}: {len(train)}/{len(val)}/{len(test)} train/val/test items, L={L}, M={M}, "
         f"{epochs} epochs (profile: {tc.epochs}), lr {tc.lr}, batch {tc.batch_size}, {tc.encoder} width "
-        f"{tc.encoder_width} {tc.embed_dim}/{tc.hidden}, absorbing={tc.absorbing}, training seed {args.seed}, "
+        f"{tc.encoder_width} {tc.embed_dim}/{tc.hidden}, event_sampling={tc.event_sampling}, training seed {args.seed}, "
         f"{args.threads} thread(s)")
 
     model = build_model(tc, info)
@@ -110,7 +110,7 @@ def main() -> None:
         if args.model_cache:
             torch.save(model.state_dict(), args.model_cache)
 
-    common = dict(event=event, n_bins=tc.ece_bins, alpha=tc.alpha, absorbing=tc.absorbing)
+    common = dict(event=event, n_bins=tc.ece_bins, alpha=tc.alpha, event_sampling=tc.event_sampling)
     val_labels = val.sequences.numpy()
     live = temp.live_mask(val_labels, event).sum(0)
     last_live = int(np.flatnonzero(live > 0).max()) + 1

@@ -97,7 +97,7 @@ def evaluate_run(run: Path, samples: list[int], draws: int) -> tuple[dict, int]:
                 own = d == 0 and M == train.num_samples
                 gen = evaluation_generator(s, -1) if own else torch.Generator().manual_seed(1_000_003 * (d + 1) + 7919 * M)
                 out = evaluate(model, test, M, info.event, gen, train.ece_bins, train.alpha, groups=groups,
-                               absorbing=train.absorbing, estimator=train.estimator)
+                               event_sampling=train.event_sampling, estimator=train.estimator)
                 scores.setdefault((family, s), {}).setdefault(M, []).append({k: out[k] for k in METRICS})
                 if own:
                     same = truth.get((family, s), {})

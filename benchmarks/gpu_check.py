@@ -170,11 +170,11 @@ def mc_validation(case: Case, device: torch.device, items: int, probe: int, budg
     model = _model(case, device, dry)
     event = case.classes - 1
 
-    def timed(n: int, absorbing: str = "model") -> float:
+    def timed(n: int, event_sampling: str = "model") -> float:
         data = _random_split(n, case, device, seed=1)
         _sync(device)
         t0 = time.perf_counter()
-        evaluate(model, data, 100, event, torch.Generator().manual_seed(0), absorbing=absorbing)
+        evaluate(model, data, 100, event, torch.Generator().manual_seed(0), event_sampling=event_sampling)
         _sync(device)
         return time.perf_counter() - t0
 
@@ -188,7 +188,7 @@ def mc_validation(case: Case, device: torch.device, items: int, probe: int, budg
         out.update(full_s=full, s_per_item_entry=full / items / case.length, extrapolated=False)
     else:
         out.update(full_s=per_item * items, extrapolated=True)
-    out["forced_probe_s"] = timed(probe, absorbing="forced")
+    out["forced_probe_s"] = timed(probe, event_sampling="forced")
     # Where the probe's time goes: the sampler alone, at the trainable's chunk and a larger one.
     from focus_tune.scoring.evaluation import draw_samples
 
@@ -196,7 +196,7 @@ def mc_validation(case: Case, device: torch.device, items: int, probe: int, budg
     for chunk in (64, 512):
         _sync(device)
         t0 = time.perf_counter()
-        draw_samples(model, images, 100, case.length, torch.Generator().manual_seed(0), absorbing=None, chunk=chunk)
+        draw_samples(model, images, 100, case.length, torch.Generator().manual_seed(0), forced_event=None, chunk=chunk)
         _sync(device)
         out[f"sampler_probe_s_chunk{chunk}"] = time.perf_counter() - t0
     how = "extrapolated from the probe" if out["extrapolated"] else "measured"

@@ -22,7 +22,7 @@ from focus_tune.config.generic import GRID_LENGTH, TEMPLATE, generic_space
 from focus_tune.config.space import (FIELD_CHECKS, SPACES_DIR, GridConfig, SearchConfig, TrainConfig,
                                      load_search_config, parse_search_space, space_path, yaml_text)
 from focus_tune.config.strict_yaml import read_yaml
-from focus_tune.data import GAMES
+from focus_tune.data import BUILTIN_SCENARIOS
 from focus_tune.data.builtin.profiles import SPECS
 from focus_tune.names import PROFILES
 
@@ -163,26 +163,26 @@ def key_table(section: str, cls) -> list[str]:
 
 def profile_table() -> list[str]:
     """Each key's value at the top level (the paper profile) and where quick and smoke change it."""
-    raw = {game: read_yaml(space_path(game), f"search_spaces/{game}.yaml") for game in GAMES}
-    resolved = {(game, profile): load_search_config(space_path(game), profile).to_dict()
-                for game in GAMES for profile in PROFILES}
+    raw = {scenario: read_yaml(space_path(scenario), f"search_spaces/{scenario}.yaml") for scenario in BUILTIN_SCENARIOS}
+    resolved = {(scenario, profile): load_search_config(space_path(scenario), profile).to_dict()
+                for scenario in BUILTIN_SCENARIOS for profile in PROFILES}
     out = ["## Values of the built-in profiles", "",
            "The top level (the `paper` profile, which changes nothing) and what `quick` and `smoke` set; "
            "`·`: the profile keeps the top level's value. Where the scenarios differ, the value of most "
-           f"comes first, then the others by name (scenarios: {', '.join(GAMES)}).", "",
+           f"comes first, then the others by name (scenarios: {', '.join(BUILTIN_SCENARIOS)}).", "",
            "| key | paper (top level) | quick | smoke |", "|---|---|---|---|"]
     for section, cls in SECTIONS:
         for f in fields(cls):
-            if section == "" and f.name in (*NOT_KEYS, "game"):
+            if section == "" and f.name in (*NOT_KEYS, "scenario"):
                 continue
             top = {g: resolved[(g, "paper")][section][f.name] if section else resolved[(g, "paper")][f.name]
-                   for g in GAMES}
+                   for g in BUILTIN_SCENARIOS}
             cells = [f"`{_dotted(section, f.name)}`", _by_scenario(top, all_set=True)]
             for profile in ("quick", "smoke"):
                 body = raw_profile(raw, profile, section)
                 set_by = {g: (resolved[(g, profile)][section] if section else resolved[(g, profile)])[f.name]
-                          for g in GAMES if f.name in body[g]}
-                cells.append(_by_scenario(set_by, all_set=len(set_by) == len(GAMES)) if set_by else "·")
+                          for g in BUILTIN_SCENARIOS if f.name in body[g]}
+                cells.append(_by_scenario(set_by, all_set=len(set_by) == len(BUILTIN_SCENARIOS)) if set_by else "·")
             out.append("| " + " | ".join(cells) + " |")
     return out + [""]
 
@@ -190,9 +190,9 @@ def profile_table() -> list[str]:
 def raw_profile(raw: dict, profile: str, section: str) -> dict[str, dict]:
     """Per scenario, the keys its file's ``profiles.<profile>`` sets in ``section`` ("": top level)."""
     out = {}
-    for game, space in raw.items():
+    for scenario, space in raw.items():
         body = space["profiles"][profile] or {}
-        out[game] = (body[section] if section in body else {}) if section else body
+        out[scenario] = (body[section] if section in body else {}) if section else body
     return out
 
 
@@ -209,9 +209,9 @@ def data_table() -> list[str]:
            "import-arrays` or `import-table` and searched with `--data DIR` (docs/DATA.md).", "",
            "| scenario | profile | train / val / test items | image (C, H, W) | L | frames per entry |",
            "|---|---|---|---|---:|---:|"]
-    for (game, profile), spec in SPECS.items():
-        freq = spec.sampling_freq if game != "facemed" else "1 (a year)"
-        out.append(f"| {game} | {profile} | {spec.train} / {spec.val} / {spec.test} | "
+    for (scenario, profile), spec in SPECS.items():
+        freq = spec.sampling_freq if scenario != "facemed" else "1 (a year)"
+        out.append(f"| {scenario} | {profile} | {spec.train} / {spec.val} / {spec.test} | "
                    f"{' x '.join(map(str, spec.image_shape))} | {spec.length} | {freq} |")
     return out + [""]
 

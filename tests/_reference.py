@@ -20,7 +20,7 @@ def naive_sample(
     num_samples: int,
     length: int,
     generator: torch.Generator | None = None,
-    absorbing: int | None = None,
+    forced_event: int | None = None,
     method: str = "inverse_cdf",
     temperature: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -28,7 +28,7 @@ def naive_sample(
 
     method="inverse_cdf" consumes the generator exactly as :meth:`Simulator.sample` does
     (one uniform per row and entry), so the two must agree draw for draw; rows that drew
-    ``absorbing`` are forced to keep it (None: nothing is forced). ``temperature`` [L]
+    ``forced_event`` are forced to keep it (None: nothing is forced). ``temperature`` [L]
     divides the logits of entry i by temperature[i]. method="multinomial" is the textbook
     sampler (``torch.multinomial``), used as the speed baseline.
     """
@@ -55,8 +55,8 @@ def naive_sample(
             draw = torch.searchsorted(p.cumsum(-1), u[:, i : i + 1].contiguous()).squeeze(1).clamp(max=c - 1)
         else:
             draw = torch.multinomial(p, 1, generator=generator).squeeze(1)
-        if absorbing is not None and i > 0:
-            draw = torch.where(out[:, i - 1] == absorbing, absorbing, draw)
+        if forced_event is not None and i > 0:
+            draw = torch.where(out[:, i - 1] == forced_event, forced_event, draw)
         out[:, i] = draw
         prev = draw
     return out.view(B, M, L)

@@ -525,7 +525,7 @@ def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
                      observed_length=lengths, event_class=event)
 
     train = dataclasses.replace(load_search_config(space_path("hero"), "smoke").train, num_samples=20,
-                                val_items=None, test_items=None, absorbing="model")
+                                val_items=None, test_items=None, event_sampling="model")
     spec = TrialSpec(trial_id="none-s0", stage="none", family="none", schedule=LambdaSchedule.none(length), seed=0,
                      params={"seed": 0})
     job = TrialJob(spec=spec, train=train, data=DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3))

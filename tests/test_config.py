@@ -12,7 +12,7 @@ from focus_tune.config.space import (
     PROFILES, ConfigError, GridConfig, SearchConfig, TrainConfig, apply_overrides, dump_search_config,
     load_search_config, override_text, parse_override, space_path)
 
-GAMES = ("facemed", "seaquest", "riverraid", "bankheist", "hero", "roadrunner")
+BUILTIN_SCENARIOS = ("facemed", "seaquest", "riverraid", "bankheist", "hero", "roadrunner")
 PAPER_GRID = GridConfig(
     lambdas=(0.001, 0.005, 0.01, 0.05), k1=3, k2=(1, 11, 21, 51, 101), constants=(0.001, 0.005, 0.01, 0.05)
 )
@@ -43,15 +43,15 @@ def set_at(d: dict, dotted: str, value) -> dict:
 
 
 # -- the packaged files ------------------------------------------------------------------
-@pytest.mark.parametrize("game", GAMES)
+@pytest.mark.parametrize("game", BUILTIN_SCENARIOS)
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_packaged_space_loads(game, profile):
     cfg = load_search_config(space_path(game), profile)
-    assert (cfg.game, cfg.profile, cfg.final_seeds) == (game, profile, 3)
+    assert (cfg.scenario, cfg.profile, cfg.final_seeds) == (game, profile, 3)
     assert cfg.source == space_path(game)
 
 
-@pytest.mark.parametrize("game", GAMES)
+@pytest.mark.parametrize("game", BUILTIN_SCENARIOS)
 def test_paper_profile_has_the_papers_values(game):
     cfg = load_search_config(space_path(game), "paper")
     assert cfg.grid == PAPER_GRID
@@ -100,9 +100,9 @@ def test_quick_profile_overrides_training_and_reduces_the_grids_keeping_every_st
     assert min(g.k2) <= g.k1 < max(g.k2) and len(g.lambdas) >= 2 and len(g.constants) >= 2
 
 
-def test_space_path_points_at_the_repo_folder_and_rejects_unknown_games():
+def test_space_path_points_at_the_repo_folder_and_rejects_unknown_scenarios():
     assert space_path("hero").resolve() == Path(__file__).resolve().parent.parent / "search_spaces" / "hero.yaml"
-    with pytest.raises(ConfigError, match=r"no search space for game 'pong'.*known games: bankheist, facemed"):
+    with pytest.raises(ConfigError, match=r"no search space for scenario 'pong'.*known: bankheist, facemed"):
         space_path("pong")
 
 
@@ -119,10 +119,10 @@ def test_round_trip_yaml_config_dict_config(profile):
 def test_resolved_config_written_as_a_space_file_loads_back(tmp_path):
     cfg = load_search_config(space_path("roadrunner"), "smoke")
     d = cfg.to_dict()
-    space = {"game": d["game"], "final_seeds": d["final_seeds"], "grid": d["grid"], "train": d["train"]}
+    space = {"scenario": d["scenario"], "final_seeds": d["final_seeds"], "grid": d["grid"], "train": d["train"]}
     space["profiles"] = {"paper": {}}
     again = load_search_config(write(tmp_path, space), "paper")
-    assert (again.train, again.grid, again.game) == (cfg.train, cfg.grid, cfg.game)
+    assert (again.train, again.grid, again.scenario) == (cfg.train, cfg.grid, cfg.scenario)
 
 
 def test_profile_overrides_merge_only_the_keys_they_list(tmp_path):
@@ -170,7 +170,7 @@ def test_error_message_names_file_and_field_path(tmp_path, monkeypatch):
 
 BAD = [
     # (dotted field, value, expected field path in the message, expected words)
-    ("colour", "red", "colour", "unknown key; allowed here: game, grid, train, final_seeds, profiles"),
+    ("colour", "red", "colour", "unknown key; allowed here: scenario, grid, train, final_seeds, profiles"),
     ("train.lrr", 0.1, "train.lrr", "unknown key"),
     ("grid.k3", 4, "grid.k3", "unknown key"),
     ("profiles.quick.train.epoch", 3, "profiles.quick.train.epoch", "unknown key"),
@@ -212,7 +212,7 @@ BAD = [
     ("profiles.quick.grid.k1", 200, "profiles.quick.grid.k1", "leaves no joint entries"),
     ("profiles.quick.grid.k2", [1, 2], "profiles.quick.grid.k1", "every k2 in [1, 2] (profiles.quick.grid.k2) is <= k1"),
     ("final_seeds", 0, "final_seeds", "must be >= 1"),
-    ("game", "../etc", "game", "it names folders"),
+    ("scenario", "../etc", "scenario", "it names folders"),
     ("train", [1, 2], "train", "must be a mapping"),
     ("profiles.quick", [1], "profiles.quick", "must be a mapping"),
 ]
@@ -229,7 +229,7 @@ def test_invalid_values_name_file_and_field(tmp_path, dotted, value, at, words):
     assert words in message, message
 
 
-@pytest.mark.parametrize("missing", ["game", "grid", "train", "train.lr", "grid.k1", "train.epochs"])
+@pytest.mark.parametrize("missing", ["scenario", "grid", "train", "train.lr", "grid.k1", "train.epochs"])
 def test_missing_required_keys(tmp_path, missing):
     space = base_space()
     *parents, last = missing.split(".")
@@ -293,12 +293,12 @@ def _alias_bomb(levels: int = 9) -> str:
     return "[" + ", ".join(anchors) + "]"
 
 
-@pytest.mark.parametrize("where", ["game", "train.encoder", "grid.lambdas"])
+@pytest.mark.parametrize("where", ["scenario", "train.encoder", "grid.lambdas"])
 def test_an_alias_bomb_is_a_short_error(tmp_path, where):
     text = space_path("facemed").read_text()
     bomb = _alias_bomb()
-    if where == "game":
-        text = text.replace("game: facemed", f"game: {bomb}")
+    if where == "scenario":
+        text = text.replace("scenario: facemed", f"scenario: {bomb}")
     elif where == "train.encoder":
         text = text.replace("train:\n", f"train:\n  encoder: {bomb}\n", 1).replace("  encoder: small\n", "", 1)
     else:
@@ -310,7 +310,7 @@ def test_an_alias_bomb_is_a_short_error(tmp_path, where):
 
 
 def test_deep_nesting_is_a_short_error(tmp_path):
-    path = write(tmp_path, "game: " + "[" * 20000 + "]" * 20000 + "\n")
+    path = write(tmp_path, "scenario: " + "[" * 20000 + "]" * 20000 + "\n")
     with pytest.raises(ConfigError, match="nested deeper than 32 levels"):
         load_search_config(path, "quick")
 
@@ -319,7 +319,7 @@ def test_deep_nesting_is_a_short_error(tmp_path):
     ("grid.k2", [1, int("9" * 300)], "is too large; expected an integer of at most"),
     ("grid.k2", [1, 10_000_000], "must be in 1..1000000"),
     ("train.epochs", int("9" * 300), "is too large"),
-    ("game", "g" * 5000, "must be 1 to 64 letters"),
+    ("scenario", "g" * 5000, "must be 1 to 64 letters"),
     ("train.encoder", "x" * 100_000, "is not one of resnet18, small"),
 ])
 def test_huge_values_are_refused_and_quoted_briefly(tmp_path, dotted, value, words):
@@ -432,3 +432,19 @@ def test_a_race_epoch_left_behind_by_set_epochs_says_what_to_set():
     for game in ("hero", "roadrunner", "seaquest", "facemed"):  # the docs' example works on every quick job
         assert apply_overrides(load_search_config(space_path(game), "quick"),
                                [parse_override("train.epochs=12")]).train.epochs == 12
+
+
+def test_the_former_key_names_read_as_todays(tmp_path):
+    """A space file with `game:` (today `scenario:`), and a search's config saved by an earlier
+    version (`game`, `train.absorbing`), read as today's; a resume compares them as such."""
+    from focus_tune.search.storage import check_resumable
+
+    space = base_space()
+    space["game"] = space.pop("scenario")
+    cfg = load_search_config(write(tmp_path, space), "quick")
+    assert cfg.scenario == "facemed" and "game" not in cfg.to_dict()
+    old = cfg.to_dict()
+    old["game"] = old.pop("scenario")
+    old["train"]["absorbing"] = old["train"].pop("event_sampling")
+    assert SearchConfig.from_dict(old) == cfg
+    check_resumable(tmp_path / "search_state.json", {"config": old, "data": "d"}, {"config": cfg.to_dict(), "data": "d"})

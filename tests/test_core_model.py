@@ -41,9 +41,9 @@ def test_sampling_reproducible_from_seed():
     torch.manual_seed(0)
     sim = Simulator(4, encoder="small", embed_dim=8, hidden=8)
     x = images(2)
-    a = sim.sample(x, 5, 12, generator=torch.Generator().manual_seed(7), absorbing=3)
-    b = sim.sample(x, 5, 12, generator=torch.Generator().manual_seed(7), absorbing=3)
-    c = sim.sample(x, 5, 12, generator=torch.Generator().manual_seed(8), absorbing=3)
+    a = sim.sample(x, 5, 12, generator=torch.Generator().manual_seed(7), forced_event=3)
+    b = sim.sample(x, 5, 12, generator=torch.Generator().manual_seed(7), forced_event=3)
+    c = sim.sample(x, 5, 12, generator=torch.Generator().manual_seed(8), forced_event=3)
     assert a.shape == (2, 5, 12) and a.dtype == torch.long
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert sim.training, "sample() must restore the training mode"
@@ -57,8 +57,8 @@ def test_fast_sampler_matches_naive_reference_draw_for_draw(absorbing):
     with torch.no_grad():
         sim.head.bias[2] += 1.0  # make the absorbing class common, so rows drop out
     x = images(4)
-    fast = sim.sample(x, 50, 25, generator=torch.Generator().manual_seed(3), absorbing=absorbing)
-    slow = naive_sample(sim, x, 50, 25, generator=torch.Generator().manual_seed(3), absorbing=absorbing)
+    fast = sim.sample(x, 50, 25, generator=torch.Generator().manual_seed(3), forced_event=absorbing)
+    slow = naive_sample(sim, x, 50, 25, generator=torch.Generator().manual_seed(3), forced_event=absorbing)
     assert torch.equal(fast, slow)
     if absorbing is not None:
         # once absorbed, always absorbed; and the shortcut actually fired
@@ -105,7 +105,7 @@ def test_temperature_samples_the_tempered_chain():
 def test_sampled_marginals_match_the_chain():
     sim = chain_simulator()
     L, M = 8, 4000
-    s = sim.sample(images(1), M, L, generator=torch.Generator().manual_seed(0), absorbing=2)
+    s = sim.sample(images(1), M, L, generator=torch.Generator().manual_seed(0), forced_event=2)
     est = marginal_probs(s, 3)[0]
     exact = exact_marginals(L)
     se = np.sqrt(exact * (1 - exact) / M) + 1e-12
@@ -132,7 +132,7 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="prefix"):
         sim.sample(images(1, 8), 2, 3, prefix=[0, 1, 2, 0])
     with pytest.raises(ValueError, match="absorbing"):
-        sim.sample(images(1, 8), 2, 3, absorbing=5)
+        sim.sample(images(1, 8), 2, 3, forced_event=5)
     with pytest.raises(ValueError, match="temperature"):
         sim.sample(images(1, 8), 2, 3, temperature=torch.tensor([1.0, 0.0, 1.0]))
     with pytest.raises(ValueError, match="temperature"):

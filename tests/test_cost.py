@@ -5,7 +5,7 @@ efficiency, against hand-computed values."""
 import pytest
 
 from focus_tune.config.space import GridConfig, load_search_config, space_path
-from focus_tune.data.builtin.profiles import GAMES, get_spec
+from focus_tune.data.builtin.profiles import BUILTIN_SCENARIOS, get_spec
 from focus_tune.procedure.cost import Resources, efficiency, estimate, naive_rounds, plan_cost, simulate, stats
 from focus_tune.procedure.plan import SearchPlan
 from focus_tune.procedure.rates import (
@@ -194,7 +194,7 @@ def test_same_gpu_matches_whole_words_of_the_card(gpu_type, device, same):
 def test_the_committed_gpu_rates_cover_every_paper_dataset_shape():
     rates = load_gpu_rates()
     assert rates is not None and rates["precision"] in ("bf16", "fp32") and rates["sharing_slowdown"]["1"] == 1.0
-    for game in GAMES:
+    for game in BUILTIN_SCENARIOS:
         spec = get_spec(game, "paper")
         cfg = load_search_config(space_path(game), "paper")
         for fraction in rates["sharing_slowdown"]:

@@ -645,7 +645,7 @@ def test_predict_and_replicate_commands_run_on_the_smoke_search(page, tmp_path, 
         elif c.module == "focus_tune.replicate":
             from focus_tune.replicate.cli import parse
 
-            game = parse(argv).game
+            game = parse(argv).scenario
             code, out, err = invoke(c.module, [*argv, "--aggregate-only", "--profile", "smoke", "--storage",
                                                str(smoke_model["runs"]), "--out", str(tmp_path / "replication"),
                                                "--tracking-uri", f"sqlite:///{tmp_path / 'replication.db'}"])

@@ -184,13 +184,27 @@ def test_the_top_level_is_the_base_and_the_entry_points():
     assert top == sorted(["__init__", "__main__", "pyfunc", *(m.rsplit(".", 1)[1] for m in BASE)])
 
 
+# The domain names assigned in focus_tune/names.py only: every tuple the config checks a key
+# against (test_the_config_checks_choices_from_names) and the model's file names.
+DOMAIN_NAMES = ("FAMILIES", "FAMILY_STAGE", "PROFILES", "ENCODERS", "PRECISIONS", "EVENT_SAMPLING", "LR_SCHEDULES",
+                "RACING", "JOINT_SEARCHES", "ESTIMATORS", "SELECT_KEYS", "SCENARIO_NAME")
+
+
 def test_domain_names_are_defined_once():
-    """FAMILIES, FAMILY_STAGE, PROFILES, ENCODERS, JOINT_SEARCHES, ESTIMATORS and the model file
-    names are assigned in focus_tune/names.py only."""
-    pattern = re.compile(r"^(FAMILIES|FAMILY_STAGE|PROFILES|ENCODERS|JOINT_SEARCHES|ESTIMATORS)\s*=|\"model\.json\"|"
-                         r"\"weights\.npz\"", re.M)
+    pattern = re.compile(rf"^\s*({'|'.join(DOMAIN_NAMES)}|ABSORBING\w*)\s*=|\"model\.json\"|\"weights\.npz\"", re.M)
     found = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if pattern.search(p.read_text())]
     assert found == ["names.py"], found
+
+
+def test_the_config_checks_choices_from_names():
+    """Every choice a search-space key is checked against is a tuple of focus_tune/names.py
+    (SELECT_BY: the keys of names.SELECT_KEYS)."""
+    tree = ast.parse((ROOT / "config" / "space.py").read_text())
+    from_names = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "names"
+                  for a in node.names}
+    choices = {node.args[0].id for node in ast.walk(tree) if isinstance(node, ast.Call)
+               and getattr(node.func, "id", None) in ("choice", "optional_choice") and isinstance(node.args[0], ast.Name)}
+    assert choices and choices - {"SELECT_BY"} <= from_names and set(DOMAIN_NAMES) >= choices - {"SELECT_BY"}
 
 
 def test_packages_import_lazily():

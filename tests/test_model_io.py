@@ -39,14 +39,14 @@ def test_typed_round_trip(tmp_path, train):
 def test_an_earlier_model_json_still_loads(tmp_path, train):
     folder = save_model(tmp_path / "m", build_model(train, INFO), train, INFO)
     meta = json.loads((folder / CONFIG).read_text())
-    # An earlier version: no encoder_width/precision/absorbing, an extra key, a partial data dict.
-    for key in ("encoder_width", "precision", "absorbing", "lr", "epochs"):
+    # An earlier version: no encoder_width/precision/event_sampling, an extra key, a partial data dict.
+    for key in ("encoder_width", "precision", "event_sampling", "lr", "epochs"):
         meta["train"].pop(key)
     meta["train"]["retired_option"] = 1
     meta["data"] = {"num_classes": 4, "in_channels": 3, "event": 3}
     (folder / CONFIG).write_text(json.dumps(meta))
     got_train, got_info, _ = read_config(folder)
-    assert got_train.encoder_width == 64 and got_train.absorbing == "model" and got_train.precision == "bf16"
+    assert got_train.encoder_width == 64 and got_train.event_sampling == "model" and got_train.precision == "bf16"
     assert got_train.lr is None and got_train.epochs is None, "not recorded: None, not a made-up value"
     assert got_info == DataInfo(num_classes=4, event=3, condition_class=None, in_channels=3)
     assert load_model(folder).head.out_features == 4

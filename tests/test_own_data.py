@@ -40,7 +40,7 @@ def test_the_generic_space_is_the_papers_procedure_with_the_built_in_budgets():
     hero = {p: load_search_config(space_path("hero"), p) for p in ("smoke", "quick", "paper")}
     for profile, ref in hero.items():
         cfg = generic_config("mine", 300, profile)
-        assert cfg.game == "mine" and cfg.grid == ref.grid
+        assert cfg.scenario == "mine" and cfg.grid == ref.grid
         assert cfg.train == (ref.train if profile != "paper" else ref.train.__class__(**{**ref.train.__dict__,
                                                                                         "lr": 1e-5}))
     short = generic_config("mine", 2, "quick")
@@ -70,7 +70,7 @@ def test_print_config_writes_a_space_that_reads_back_as_the_same_config(tmp_path
     (tmp_path / "my.yaml").write_text(proc.stdout)
     printed = load_search_config(tmp_path / "my.yaml", "quick")
     generic = generic_config("mine", 12, "quick")
-    assert printed.train == generic.train and printed.grid == generic.grid and printed.game == "mine"
+    assert printed.train == generic.train and printed.grid == generic.grid and printed.scenario == "mine"
     proc = _search("--data", str(data), "--space", str(tmp_path / "my.yaml"), "--profile", "quick", "--dry-run",
                    cwd=tmp_path)
     assert proc.returncode == 0 and "focus-tune dry run: mine (quick), L=12" in proc.stdout, proc.stderr

@@ -202,9 +202,9 @@ def test_packed_evaluation_equals_solo_evaluate(absorbing):
     models = _trained_models(torch.float64)
     packed = PackedSimulator(models)
     gens = [torch.Generator().manual_seed(10 + k) for k in range(2)]
-    got = evaluate_packed(packed, [data, data], 20, C - 1, gens, absorbing=absorbing, rows=2 * 20 * 7, threads=2)
+    got = evaluate_packed(packed, [data, data], 20, C - 1, gens, event_sampling=absorbing, rows=2 * 20 * 7, threads=2)
     for k, model in enumerate(models):
-        want = evaluate(model, data, 20, C - 1, torch.Generator().manual_seed(10 + k), absorbing=absorbing)
+        want = evaluate(model, data, 20, C - 1, torch.Generator().manual_seed(10 + k), event_sampling=absorbing)
         assert got[k].keys() == want.keys()
         for key, value in want.items():
             assert got[k][key] == pytest.approx(value, abs=TOL, nan_ok=True), key

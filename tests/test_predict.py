@@ -24,7 +24,7 @@ from focus_tune.sim.model_io import save_model
 
 CLASSES = ["a", "b", "c", "dead"]
 L = 12
-TRAIN = {"encoder": "small", "embed_dim": 16, "hidden": 16, "encoder_width": 64, "absorbing": "model", "alpha": 0.9}
+TRAIN = {"encoder": "small", "embed_dim": 16, "hidden": 16, "encoder_width": 64, "event_sampling": "model", "alpha": 0.9}
 INFO = {"num_classes": 4, "event": 3, "condition_class": 0, "in_channels": 3}
 
 
@@ -304,7 +304,7 @@ def test_a_model_saved_without_its_metadata_uses_the_dataset(searched, tmp_path,
 def test_a_model_that_leaks_out_of_the_event_is_warned_about_once(tiny, images, tmp_path, capsys):
     """The random tiny model leaves `dead` after reaching it: one warning line for the run (not
     one per image) saying the event is not kept absorbing; JSON output keeps it off stdout; a
-    model whose sampler forces the event (train.absorbing: forced) never leaks: no warning."""
+    model whose sampler forces the event (train.event_sampling: forced) never leaks: no warning."""
     code, out, _ = run(capsys, "--model", tiny, *images)
     assert code == 0
     warnings = [line for line in out.splitlines() if line.startswith("warning:")]
@@ -318,7 +318,7 @@ def test_a_model_that_leaks_out_of_the_event_is_warned_about_once(tiny, images, 
 
     torch.manual_seed(0)
     forced = save_model(tmp_path / "forced", Simulator(4, encoder="small", embed_dim=16, hidden=16),
-                        {**TRAIN, "absorbing": "forced"}, INFO,
+                        {**TRAIN, "event_sampling": "forced"}, INFO,
                         extra={"family": "time-dependent", "class_names": CLASSES, "length": L,
                                "image_shape": [3, 16, 16]})
     code, out, err = run(capsys, "--model", forced, *images)

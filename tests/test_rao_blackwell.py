@@ -51,10 +51,10 @@ def test_rao_blackwell_equals_a_teacher_forced_pass(prefix, forced):
     model = Simulator(4, encoder="small", embed_dim=8, hidden=8).double().eval()
     images = torch.randint(0, 255, (3, 3, 16, 16), dtype=torch.uint8)
     gen = lambda: torch.Generator().manual_seed(5)  # noqa: E731
-    samples, marg, pmf = model.sample(images, 6, 7, gen(), prefix=list(prefix), absorbing=3 if forced else None,
+    samples, marg, pmf = model.sample(images, 6, 7, gen(), prefix=list(prefix), forced_event=3 if forced else None,
                                       rao_blackwell=3)
     assert torch.equal(samples, model.sample(images, 6, 7, gen(), prefix=list(prefix),
-                                             absorbing=3 if forced else None))  # the same draws
+                                             forced_event=3 if forced else None))  # the same draws
     naive_marg, naive_pmf = _naive(model, images, samples.numpy(), 3, prefix, forced)
     np.testing.assert_allclose(marg.numpy(), naive_marg, atol=1e-9)
     np.testing.assert_allclose(pmf.numpy(), naive_pmf, atol=1e-9)

@@ -121,7 +121,7 @@ def test_the_report_has_the_regime_and_the_space_is_taken_by_the_search(recipe_r
     md = (result.out_folder / "report.md").read_text()
     assert "image-blind" in md and "OptunaSearch" in md and f"{best['val/ce']:.4f}" in md
     cfg = load_search_config(result.space_path, "smoke")
-    assert cfg.game == "mine" and (cfg.train.lr, cfg.train.epochs, cfg.train.batch_size) == (
+    assert cfg.scenario == "mine" and (cfg.train.lr, cfg.train.epochs, cfg.train.batch_size) == (
         result.recipe["lr"], result.recipe["epochs"], result.recipe["batch_size"])
     proc = subprocess.run([sys.executable, "-m", "focus_tune.search", "--data", str(data), "--space",
                            str(result.space_path), "--profile", "smoke", "--print-config"],

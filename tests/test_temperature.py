@@ -245,7 +245,7 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
                            montecarlo.time_to_event(seq[:, None], event)[:, 0], None)
 
     train = dataclasses.replace(load_search_config(space_path("hero"), "smoke").train, num_samples=50,
-                                val_items=None, test_items=None, absorbing="model")
+                                val_items=None, test_items=None, event_sampling="model")
     spec = TrialSpec(trial_id="none-s0", stage="none", family="none", schedule=LambdaSchedule.none(L), seed=0,
                      params={"seed": 0})
     job = TrialJob(spec=spec, train=train, data=DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3))

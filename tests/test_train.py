@@ -87,7 +87,7 @@ def test_absorbing_modes_on_a_model_that_leaks():
     data = chain_split(n, L, 5)  # true sequences of the absorbing chain
     common = dict(num_samples=200, event=2, condition_class=0)
     model = evaluate(sim, data, generator=torch.Generator().manual_seed(0), **common)
-    forced = evaluate(sim, data, generator=torch.Generator().manual_seed(0), absorbing="forced", **common)
+    forced = evaluate(sim, data, generator=torch.Generator().manual_seed(0), event_sampling="forced", **common)
     # p(event -> event) is read from the model's teacher-forced logits: exactly LEAKY[2, 2].
     assert model["marginal/p_stay"] == pytest.approx(0.8, abs=1e-9)
     assert forced["marginal/p_stay"] == pytest.approx(0.8, abs=1e-9)
@@ -98,8 +98,8 @@ def test_absorbing_modes_on_a_model_that_leaks():
     leaky_rmse = np.sqrt(((exact_marginals(L, P=LEAKY) - exact_marginals(L)) ** 2).mean(axis=1)).mean()
     assert leaky_rmse > 0.1
     assert forced["marginal/rmse"] < 0.05 < 0.5 * leaky_rmse < model["marginal/rmse"]
-    with pytest.raises(ValueError, match="absorbing must be one of"):
-        evaluate(sim, data, generator=torch.Generator().manual_seed(0), absorbing="always", **common)
+    with pytest.raises(ValueError, match="event_sampling must be one of"):
+        evaluate(sim, data, generator=torch.Generator().manual_seed(0), event_sampling="always", **common)
 
 
 @pytest.mark.parametrize("epochs,items,batch", [(10, 1000, 64), (3, 40, 16), (1, 7, 8)])

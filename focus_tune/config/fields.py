@@ -2,7 +2,7 @@
 and returns the normalized value or raises :class:`ConfigError` naming the file and the field.
 
 :class:`Context` carries the file name; the checkers are plain functions
-``check(ctx, value, at) -> value`` that :mod:`focus_tune.config` maps to the dataclass fields.
+``check(ctx, value, at) -> value`` that :mod:`focus_tune.config.space` maps to the dataclass fields.
 """
 
 from __future__ import annotations
@@ -12,14 +12,18 @@ import re
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, Mapping
 
+from ..names import SCENARIO_NAME
+from ..quote import short
+
 # Keys of earlier versions, with why they went (a clearer error than "unknown key").
 REMOVED_KEYS = {
     "selection": "the search scores every trial at its last epoch, as the paper does ('best' chose a "
                  "candidate by its best epoch but tested its last one)",
 }
-
-from ..names import SCENARIO_NAME
-from ..quote import short
+# Keys renamed since: per section ("" the top level), each former name -> today's. A file, a
+# --set or a search's saved config that uses the former name is read as if it used today's; one
+# that gives both is refused.
+RENAMED_KEYS = {"": {"game": "scenario"}, "train": {"absorbing": "event_sampling"}}
 
 MAX_INT = 2**31 - 1  # a larger count, size or seed is a typo (and would name files nobody can open)
 MAX_K2 = 1_000_000  # entries; k2 names trials, so it stays short
@@ -46,6 +50,21 @@ class Context:
             raise self.error(at, f"{what} a mapping of keys to values, got {_kind(value)}")
         return value
 
+    def current(self, d: Mapping, at: str) -> tuple[dict, dict[str, str]]:
+        """``d`` with its keys' former names (:data:`RENAMED_KEYS` of the section ``at`` names:
+        its last part) read as today's, and for each key of the result the key as it was written
+        (for the error messages)."""
+        renamed = RENAMED_KEYS.get(at.rsplit(".", 1)[-1], {})
+        out, written = {}, {}
+        for key, value in d.items():
+            now = renamed.get(key, key)
+            if now in out:
+                raise self.error(_join(at, str(key)), f"{written[now]} and {key} are the same setting "
+                                                      f"({key if now == key else written[now]} is its former "
+                                                      f"name); give {now} only")
+            out[now], written[now] = value, key
+        return out, written
+
     def keys(self, d: Mapping, at: str, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
         """No unknown key (the error lists the allowed ones) and every required one."""
         allowed = (*required, *optional)
@@ -61,10 +80,11 @@ class Context:
     def section(
         self, value: Any, at: str, checks: Mapping[str, Callable], required: tuple[str, ...]
     ) -> dict[str, Any]:
-        """Validate a flat section (train or grid) key by key; returns normalized values."""
-        d = self.mapping(value, at)
+        """Validate a flat section (train or grid) key by key; returns normalized values, under
+        today's names (a former name is read as today's, :data:`RENAMED_KEYS`)."""
+        d, written = self.current(self.mapping(value, at), at)
         self.keys(d, at, required=required, optional=tuple(k for k in checks if k not in required))
-        return {k: checks[k](self, v, f"{at}.{k}") for k, v in d.items()}
+        return {k: checks[k](self, v, f"{at}.{written[k]}") for k, v in d.items()}
 
 
 def present(d: Mapping, key: str) -> Any:
@@ -226,8 +246,9 @@ def check_lambda(value: float, what: str = "lambda") -> float:
 
 
 @allows("1 to 64 letters, digits, '_', '-' or '.' (it names folders)")
-def game_name(ctx: Context, v: Any, at: str) -> str:
-    """A game name: it names folders, experiments and trial paths."""
+def scenario_name(ctx: Context, v: Any, at: str) -> str:
+    """A scenario's name (:data:`~focus_tune.names.SCENARIO_NAME`): it names folders, experiments
+    and trial paths."""
     v = string(ctx, v, at)
     if not re.fullmatch(SCENARIO_NAME, v):
         raise ctx.error(at, f"{short(v)} must be 1 to 64 letters, digits, '_', '-' or '.' (it names folders)")

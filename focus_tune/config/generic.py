@@ -54,7 +54,7 @@ def generic_space(name: str, length: int) -> dict[str, Any]:
         raise ConfigError(f"{name}: sequences of length {length}: a schedule needs at least 2 entries "
                           "(one chosen alone, one for the joint stage)")
     raw = copy.deepcopy(read_yaml(SPACES_DIR / TEMPLATE, TEMPLATE))
-    raw["game"] = name
+    raw["scenario"] = name
     raw["grid"] = fit_grid(raw["grid"], length)
     for body in raw.get("profiles", {}).values():
         if body and "grid" in body:

@@ -1,19 +1,20 @@
-"""Which scenario a dataset folder is: a built-in game, or a dataset of one's own named after itself."""
+"""Which scenario a dataset folder is: a built-in one, or a dataset of one's own named after itself."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..data import GAMES, DataError, read_manifest
+from ..data import BUILTIN_SCENARIOS, DataError, read_manifest
 
 
 def scenario_of(data: Path) -> str:
-    """The scenario of a dataset folder given without --game: its built-in game, or its name
-    (which then must not be a built-in game's: it names the run folder and the MLflow
+    """The scenario of a dataset folder given without --game: the built-in one it was made for
+    (the manifest's ``game``), or its name (which then must not be a built-in scenario's: it
+    names the run folder and the MLflow
     experiment). Raises DataError naming the folder otherwise."""
     data = check_data_folder(data)
     manifest = read_manifest(data)
-    if manifest.game is None and manifest.name in GAMES:
+    if manifest.game is None and manifest.name in BUILTIN_SCENARIOS:
         raise DataError(f"--data {data}: the dataset is named {manifest.name!r}, a built-in scenario's name; "
                         "re-import it with another --name")
     return manifest.scenario

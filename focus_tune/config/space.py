@@ -1,8 +1,8 @@
-"""Typed search configuration: load and validate ``search_spaces/<game>.yaml``.
+"""Typed search configuration: load and validate ``search_spaces/<scenario>.yaml``.
 
 A search-space file holds the paper's values at the top level and per-profile overrides:
 
-    game: hero
+    scenario: hero
     final_seeds: 3
     grid:  {lambdas: [...], k1: 3, k2: [...], constants: [...]}
     train: {lr: 5.0e-5, batch_size: 256, epochs: 200, ...}
@@ -30,23 +30,21 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..names import ENCODERS, ESTIMATORS, LR_SCHEDULES, PROFILES, RACING, SELECT_KEYS
+from ..names import ENCODERS, ESTIMATORS, EVENT_SAMPLING, LR_SCHEDULES, PRECISIONS, PROFILES, RACING, SELECT_KEYS
 from ..quote import short
 from .fields import (
-    MAX_INT, MAX_K2, ConfigError, Context, alpha, choice, game_name, grid_list, k2_entry, lambda_weight,
+    MAX_INT, MAX_K2, ConfigError, Context, alpha, choice, grid_list, k2_entry, lambda_weight,
     non_negative_float, non_negative_int, optional_choice, optional_positive_int, positive_float, positive_int,
-    present, required_fields, string)
+    present, required_fields, scenario_name, string)
 from .strict_yaml import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, parse_yaml, read_yaml
 
 SELECT_BY = tuple(SELECT_KEYS)  # the validation score a stage decides by
-ABSORBING = ("model", "forced")  # evaluation: sample the event class from the model, or force it to repeat
-PRECISIONS = ("bf16", "fp32")
 # The packaged search spaces: in a checkout a link to the top-level search_spaces/, in an
 # installed wheel the files themselves (package data).
 SPACES_DIR = Path(__file__).resolve().parents[1] / "search_spaces"
 
 __all__ = [  # the public API; the checks and the strict YAML live in config_checks and yaml_strict
-    "ABSORBING", "ENCODERS", "ESTIMATORS", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
+    "ENCODERS", "ESTIMATORS", "EVENT_SAMPLING", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
     "PROFILES", "SELECT_BY", "SETTABLE", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
     "apply_overrides", "dump_search_config", "load_search_config", "override_text", "parse_override",
     "parse_search_space", "space_path", "yaml_text",
@@ -88,10 +86,11 @@ class TrainConfig:
     test_items: int | None = documented(
         "Test on the first n items of the test split (every row of the report); null: the whole split.",
         paper="the whole split", default=None)
-    absorbing: str = documented(
-        "Evaluation sampling: `model` draws every entry from the model (a model that leaves END / dead is scored "
-        "with its leak); `forced` repeats the event once drawn (faster; exact only for a model that is absorbing "
-        "itself).", paper="not given", default="model")
+    event_sampling: str = documented(
+        "How evaluation samples the event class: `model` draws every entry from the model (a model that leaves "
+        "END / dead is scored with its leak); `forced` repeats the event once drawn (faster; exact only for a "
+        "model that is absorbing itself). Its former name `absorbing` is read as this key.", paper="not given",
+        default="model")
     encoder_width: int = documented("Channels of ResNet-18's first stage; 64 is the standard network.",
                                     paper="64 (the standard ResNet-18)", default=64)
     precision: str = documented(
@@ -152,10 +151,11 @@ class GridConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class SearchConfig:
-    """One scenario (game) under one profile, resolved and validated."""
+    """One scenario under one profile, resolved and validated."""
 
-    game: str = documented("The scenario: a built-in game, or one's own dataset's name; it must match --game "
-                           "(or the dataset of --data).", paper="its six scenarios (Sec. 3.3) are the built-in ones")
+    scenario: str = documented("The scenario: a built-in one, or one's own dataset's name; it must match --game "
+                               "(or the dataset of --data). Its former name `game` is read as this key.",
+                               paper="its six scenarios (Sec. 3.3) are the built-in ones")
     profile: str = documented("The profile it was resolved for: smoke, quick or paper (--profile; not a key of "
                               "the file).")
     train: TrainConfig = documented("How each trial trains and is evaluated.")
@@ -173,17 +173,18 @@ class SearchConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "<dict>") -> "SearchConfig":
-        """Inverse of :meth:`to_dict`, with the same validation as the YAML loader."""
+        """Inverse of :meth:`to_dict`, with the same validation as the YAML loader (and its
+        former key names: a search's saved config from an earlier version reads)."""
         ctx = Context(where)
-        d = ctx.mapping(d, "")
-        ctx.keys(d, "", required=("game", "profile", "train", "grid", "source"), optional=("final_seeds",))
+        d, written = ctx.current(ctx.mapping(d, ""), "")
+        ctx.keys(d, "", required=("scenario", "profile", "train", "grid", "source"), optional=("final_seeds",))
         train = ctx.section(d["train"], "train", _TRAIN_CHECKS, required_fields(TrainConfig))
         grid = ctx.section(d["grid"], "grid", _GRID_CHECKS, required_fields(GridConfig))
         _check_grid_consistency(ctx, grid, {k: f"grid.{k}" for k in grid})
         _check_train_consistency(ctx, train, {})
         extra = {"final_seeds": positive_int(ctx, d["final_seeds"], "final_seeds")} if "final_seeds" in d else {}
         return cls(
-            game=game_name(ctx, d["game"], "game"),
+            scenario=scenario_name(ctx, d["scenario"], written["scenario"]),
             profile=choice(PROFILES)(ctx, d["profile"], "profile"),
             train=TrainConfig(**train),
             grid=GridConfig(**grid),
@@ -193,19 +194,19 @@ class SearchConfig:
 
 
 # -- public entry points ----------------------------------------------------------------
-def space_path(game: str) -> Path:
-    """The packaged search space of a game: ``focus_tune/search_spaces/<game>.yaml`` (in a
-    checkout, ``search_spaces/<game>.yaml`` through the link)."""
+def space_path(scenario: str) -> Path:
+    """The packaged search space of a built-in scenario: ``focus_tune/search_spaces/<scenario>.yaml``
+    (in a checkout, ``search_spaces/<scenario>.yaml`` through the link)."""
     if not SPACES_DIR.is_dir():
         raise ConfigError(
             f"no search_spaces/ folder at {SPACES_DIR}: this focus_tune was installed without its "
             "package data; reinstall it (pip install focus-tune, or pip install -e . in a checkout), "
             "or pass your own file with --space PATH"
         )
-    path = SPACES_DIR / f"{game}.yaml"
+    path = SPACES_DIR / f"{scenario}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))) or "none"
-        raise ConfigError(f"no search space for game {game!r} in {SPACES_DIR}; known games: {known}")
+        raise ConfigError(f"no search space for scenario {scenario!r} in {SPACES_DIR}; known: {known}")
     return path
 
 
@@ -219,16 +220,16 @@ def load_search_config(path: str | os.PathLike, profile: str) -> SearchConfig:
 
 
 def parse_search_space(raw: Any, profile: str, source: Path, ctx: Context | None = None) -> SearchConfig:
-    """A search space already read (a mapping as in the YAML file: ``game``, ``grid``,
+    """A search space already read (a mapping as in the YAML file: ``scenario``, ``grid``,
     ``train``, ``profiles``...) resolved for ``profile`` and validated, exactly as
     :func:`load_search_config` does a file's; errors name ``ctx``'s file (default ``source``)."""
     ctx = ctx or Context(str(source))
     path = Path(source)
     if profile not in PROFILES:
         raise ctx.error("", f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    raw = ctx.mapping(raw, "")
-    ctx.keys(raw, "", required=("game", "grid", "train"), optional=("final_seeds", "profiles"))
-    game = game_name(ctx, raw["game"], "game")
+    raw, written = ctx.current(ctx.mapping(raw, ""), "")
+    ctx.keys(raw, "", required=("scenario", "grid", "train"), optional=("final_seeds", "profiles"))
+    scenario = scenario_name(ctx, raw["scenario"], written["scenario"])
     final_seeds = positive_int(ctx, raw["final_seeds"], "final_seeds") if "final_seeds" in raw else None
 
     # The top level must be complete; profiles hold only what they change. Every profile is
@@ -262,7 +263,7 @@ def parse_search_space(raw: Any, profile: str, source: Path, ctx: Context | None
     _check_grid_consistency(ctx, grid, origin)
     extra = {"final_seeds": final_seeds} if final_seeds is not None else {}
     return SearchConfig(
-        game=game,
+        scenario=scenario,
         profile=profile,
         train=TrainConfig(**(train | train_over)),
         grid=GridConfig(**grid),
@@ -293,7 +294,7 @@ _TRAIN_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
     "hidden": positive_int,
     "val_items": optional_positive_int,
     "test_items": optional_positive_int,
-    "absorbing": choice(ABSORBING),
+    "event_sampling": choice(EVENT_SAMPLING),
     "encoder_width": positive_int,
     "precision": choice(PRECISIONS),
     "estimator": choice(ESTIMATORS),
@@ -315,7 +316,7 @@ _GRID_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
 assert set(_TRAIN_CHECKS) == {f.name for f in fields(TrainConfig)}
 assert set(_GRID_CHECKS) == {f.name for f in fields(GridConfig)}
 # The check of every key a file holds, by section ("": the top level), for docs/CONFIG.md's "allowed".
-FIELD_CHECKS = {"": {"game": game_name, "final_seeds": positive_int}, "train": _TRAIN_CHECKS, "grid": _GRID_CHECKS}
+FIELD_CHECKS = {"": {"scenario": scenario_name, "final_seeds": positive_int}, "train": _TRAIN_CHECKS, "grid": _GRID_CHECKS}
 
 
 TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
@@ -349,7 +350,7 @@ def _check_grid_consistency(ctx: Context, grid: Mapping[str, Any], origin: Mappi
 
 
 # -- overrides from the command line (--set KEY=VALUE) ------------------------------------
-SETTABLE = ("final_seeds", "train", "grid")  # what --set changes; the game and the profile are flags
+SETTABLE = ("final_seeds", "train", "grid")  # what --set changes; the scenario and the profile are flags
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -432,9 +433,9 @@ def dump_search_config(cfg: SearchConfig, overrides: Sequence[tuple[str, Any]] =
     import yaml
 
     d = cfg.to_dict()
-    body = {"game": d["game"], "final_seeds": d["final_seeds"], "grid": d["grid"], "train": d["train"],
+    body = {"scenario": d["scenario"], "final_seeds": d["final_seeds"], "grid": d["grid"], "train": d["train"],
             "profiles": {cfg.profile: {}}}
-    head = f"# The {cfg.profile} search space of {cfg.game}, resolved (from {cfg.source}).\n"
+    head = f"# The {cfg.profile} search space of {cfg.scenario}, resolved (from {cfg.source}).\n"
     if overrides:
         head += f"# With --set {' --set '.join(override_text(k, v) for k, v in overrides)}\n"
     head += f"# Run it with: python -m focus_tune.search --space THIS_FILE --profile {cfg.profile} ...\n"

@@ -22,7 +22,7 @@ _HOME = {
     "build_dataset": "builtin.cache", "dataset_dir": "builtin.cache", "ensure_dataset": "builtin.cache",
     "evaluation_groups": "builtin.cache", "generator_version": "builtin.cache", "is_current": "builtin.cache",
     "ATARI_GAMES": "builtin.profiles", "DatasetSpec": "builtin.profiles", "FACEMED": "builtin.profiles",
-    "GAMES": "builtin.profiles", "PROFILES": "builtin.profiles", "SPECS": "builtin.profiles",
+    "BUILTIN_SCENARIOS": "builtin.profiles", "PROFILES": "builtin.profiles", "SPECS": "builtin.profiles",
     "get_spec": "builtin.profiles",
     "describe_dataset": "describe",
     "write_dataset": "own.write",

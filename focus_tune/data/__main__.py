@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from ..arguments import OneLineParser, error_exit, non_negative_int, positive_int
-from . import ATARI_GAMES, GAMES, PROFILES, DataError, build_dataset, dataset_dir, load_dataset
+from . import ATARI_GAMES, BUILTIN_SCENARIOS, PROFILES, DataError, build_dataset, dataset_dir, load_dataset
 from .describe import describe, verified
 
 
@@ -31,7 +31,7 @@ def get_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     build = commands.add_parser("build", help="build a default offline dataset (FaceMed or an Atari game)")
-    build.add_argument("--game", required=True, choices=GAMES)
+    build.add_argument("--game", dest="scenario", required=True, choices=BUILTIN_SCENARIOS)
     build.add_argument("--profile", default="quick", choices=PROFILES)
     build.add_argument("--out", type=Path, help="dataset folder (default: data/GAME-PROFILE-seedSEED)")
     build.add_argument("--seed", type=non_negative_int, default=0)
@@ -168,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         if args.command == "build":
-            out = args.out or dataset_dir("data", args.game, args.profile, args.seed)
-            path = build_dataset(args.game, args.profile, out, seed=args.seed)
+            out = args.out or dataset_dir("data", args.scenario, args.profile, args.seed)
+            path = build_dataset(args.scenario, args.profile, out, seed=args.seed)
         elif args.command == "import-atari-head":
             from .builtin.atari_head import import_atari_head
 

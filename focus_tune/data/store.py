@@ -145,7 +145,7 @@ class Manifest:
 
     @property
     def scenario(self) -> str:
-        """What a search calls this data: the built-in game, or the dataset's name."""
+        """What a search calls this data: the built-in scenario (its `game`), or the dataset's name."""
         return self.game or self.name
 
     @property

@@ -48,13 +48,13 @@ def predict_one(loaded: Loaded, item: Item, num_samples: int, seed: int, alpha: 
     if estimator not in ESTIMATORS:
         raise PredictError(f"estimator {estimator!r}: expected one of {', '.join(ESTIMATORS)}")
     L, c, event = loaded.length, loaded.num_classes, loaded.event
-    forced = event if loaded.absorbing == "forced" else None
+    forced = event if loaded.event_sampling == "forced" else None
     rb = event if estimator == "rao_blackwell" else None  # the sampler sums its conditionals as it draws
     images = torch.as_tensor(item.image[None]).to(device)
     generator = torch.Generator().manual_seed(image_seed(seed, item.image))
 
     def estimate(first: Sequence[int]) -> tuple[np.ndarray, dict]:
-        drawn = draw_samples(loaded.model, images, num_samples, L, generator, absorbing=forced,
+        drawn = draw_samples(loaded.model, images, num_samples, L, generator, forced_event=forced,
                              prefix=list(first) or None, rao_blackwell=rb)
         est = montecarlo.estimate(drawn, estimator, event, c, alpha)
         return est.probs[0], _time_to_event(est, drawn.samples, event, alpha)

@@ -30,7 +30,7 @@ class Loaded:
     length: int
     image_shape: tuple[int, int, int]
     event: int
-    absorbing: str  # "model" | "forced", as the search evaluated it
+    event_sampling: str  # "model" | "forced", as the search evaluated it (names.EVENT_SAMPLING)
     alpha: float
 
     @property
@@ -73,7 +73,7 @@ def load(source: str, family: str = "time-dependent", tracking_uri: str | None =
     a model saved before these were recorded takes them from a dataset: ``data`` (the
     ``--data`` folder, dataset inputs), then the dataset its search recorded.
     """
-    from ..sim.model_io import load_model
+    from ..sim.model_io import load_model, train_config
 
     if _is_uri(source):
         from ..tracking import ModelNotFound, fetch_model
@@ -100,11 +100,11 @@ def load(source: str, family: str = "time-dependent", tracking_uri: str | None =
     except (OSError, ValueError, KeyError, RuntimeError) as err:
         raise PredictError(f"--model {source}: not a usable focus-tune model ({short(str(err), 200)[1:-1]})") from None
     info = _metadata(meta, [*data, recorded.get("data")], source)
-    train = meta.get("train", {})
+    train = train_config(meta.get("train", {}), f"{folder / MODEL_JSON}: train")
     return Loaded(model=model, source=source, family=meta.get("family"), trial_id=meta.get("trial_id"),
                   class_names=info["class_names"], length=info["length"], image_shape=info["image_shape"],
-                  event=int(meta["data"]["event"]), absorbing=str(train.get("absorbing", "model")),
-                  alpha=float(train.get("alpha", 0.9)))
+                  event=int(meta["data"]["event"]), event_sampling=str(train.event_sampling or "model"),
+                  alpha=float(train.alpha or 0.9))
 
 
 CHECKPOINT_FILE = "checkpoint.pt"  # a Ray Tune trial checkpoint's file (focus_tune.search.trainable)
@@ -151,7 +151,7 @@ def _from_checkpoint(path: Path, source: str, data: Sequence[Path]) -> Loaded:
     info = _metadata(meta, [*data, recorded.fingerprint.get("data") if recorded else None], source)
     return Loaded(model=model.eval(), source=source, family=job.spec.family, trial_id=job.trial_id,
                   class_names=info["class_names"], length=info["length"], image_shape=info["image_shape"],
-                  event=int(job.data.event), absorbing=job.train.absorbing, alpha=float(job.train.alpha))
+                  event=int(job.data.event), event_sampling=job.train.event_sampling, alpha=float(job.train.alpha))
 
 
 def _metadata(meta: dict, datasets: Sequence[Any], source: str) -> dict:

@@ -108,7 +108,7 @@ def evaluation_minutes_from_rates(rates: dict, spec, cfg, gpus_per_trial: float)
     return items * spec.length * rates["val_s_per_item_entry"] * slow / 60
 
 
-def trial_minutes_for(user_minutes: float | None, measured: float | None, measured_from: str, cfg, game: str,
+def trial_minutes_for(user_minutes: float | None, measured: float | None, measured_from: str, cfg, scenario: str,
                       profile: str, gpus_per_trial: float, builtin_data: bool = True,
                       rates: dict | None = None) -> tuple[float | None, float | None, str]:
     """(minutes per training, minutes per test evaluation or None for the default, source):
@@ -124,7 +124,7 @@ def trial_minutes_for(user_minutes: float | None, measured: float | None, measur
     if rates and builtin_data:
         from ..data.builtin.profiles import get_spec
 
-        spec = get_spec(game, profile)
+        spec = get_spec(scenario, profile)
         fraction = gpus_per_trial or 1.0
         minutes = training_minutes_from_rates(rates, spec, cfg, fraction)
         if minutes:

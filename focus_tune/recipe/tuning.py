@@ -18,7 +18,7 @@ then at most N x M / (trials at once) minutes of trials.
 It writes into ``--out`` (default ``runs/<scenario>-recipe-<profile>-seed<seed>``):
 
 * ``space.yaml``: the search space of the lambda search, the data's own (the generic one
-  fitted to L for one's own data, ``focus_tune.config.generic``; the game's for ``--game``) with
+  fitted to L for one's own data, ``focus_tune.config.generic``; the scenario's for ``--game``) with
   the recipe found as its ``--profile``'s ``train:``; ``python -m focus_tune.search --data DIR
   --space OUT/space.yaml`` takes it;
 * ``report.md`` and ``report.json``: the best recipe, its regime on the validation split (CE
@@ -194,7 +194,7 @@ def base_recipe(base: TrainConfig, space: RecipeSpace) -> dict[str, Any]:
 # -- the base search space of the data -----------------------------------------------------
 def data_space(scenario: str, builtin: bool, length: int) -> tuple[dict, Path]:
     """The raw lambda search space of the data (as a YAML file holds it) and where it came from:
-    the game's own file, or the generic space fitted to L for one's own data."""
+    the scenario's own file, or the generic space fitted to L for one's own data."""
     import copy
 
     if builtin:
@@ -381,14 +381,14 @@ def run_recipe(
     does with the same flags; returns a :class:`RecipeResult`. ``trials`` and ``trial_minutes``
     default to the recipe space's profile budget; ``num_cpus``: the CPUs of the local Ray it starts
     (default: all of this machine's); ``max_concurrent``: trials at once (default: what they hold)."""
-    from ..data import GAMES, ensure_dataset, load_dataset
+    from ..data import BUILTIN_SCENARIOS, ensure_dataset, load_dataset
     from ..sim.model_io import DataInfo
     from ..procedure.job import Splits
 
     if (data is None) == (game is None):
         raise SearchError("give data= (a dataset folder) or game= (a built-in scenario), one of them")
-    if game is not None and game not in GAMES:
-        raise SearchError(f"game={game!r}: choose one of {', '.join(GAMES)}, or pass a dataset of your own as data=")
+    if game is not None and game not in BUILTIN_SCENARIOS:
+        raise SearchError(f"game={game!r}: choose one of {', '.join(BUILTIN_SCENARIOS)}, or pass a dataset of your own as data=")
     if profile not in PROFILES:
         raise SearchError(f"profile={profile!r}: choose one of {', '.join(PROFILES)}")
     for name, value in (("trials", trials), ("trial_minutes", trial_minutes), ("cpus_per_trial", cpus_per_trial),
@@ -647,7 +647,7 @@ def _num(value, digits: int) -> str:
 
 # -- the command line ---------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    from ..data import GAMES
+    from ..data import BUILTIN_SCENARIOS
 
     p = argparse.ArgumentParser(
         prog="python -m focus_tune.recipe",
@@ -655,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "batch size) on the validation CE with Ray Tune's OptunaSearch and ASHAScheduler, and write the "
                     "lambda search's space with it (space.yaml) and the regime's report (report.md, report.json).")
     p.add_argument("--data", type=Path, help="a dataset folder of your own (python -m focus_tune.data import-...)")
-    p.add_argument("--game", choices=GAMES, help="a built-in scenario (its dataset built under --data-root)")
+    p.add_argument("--game", choices=BUILTIN_SCENARIOS, help="a built-in scenario (its dataset built under --data-root)")
     p.add_argument("--profile", default="quick", choices=PROFILES,
                    help="the base profile of the data's space (the recipe becomes its train:) and of recipe.yaml")
     p.add_argument("--trials", type=int, help="Optuna's suggestions (default: recipe.yaml's budget.trials)")

@@ -79,14 +79,14 @@ def seed_list(text: str) -> list[int]:
     return out
 
 
-def run_dir(storage: Path, game: str, profile: str, seed: int) -> Path:
+def run_dir(storage: Path, scenario: str, profile: str, seed: int) -> Path:
     """A replicated search's run folder: the search's own naming under the storage folder."""
-    return storage / f"{game}-{profile}-seed{seed}"
+    return storage / f"{scenario}-{profile}-seed{seed}"
 
 
-def store_uri(storage: Path, game: str, profile: str, seed: int) -> str:
+def store_uri(storage: Path, scenario: str, profile: str, seed: int) -> str:
     """A replicated search's own MLflow store: searches that run at once never share a SQLite file."""
-    return f"sqlite:///{(storage / f'mlflow-{game}-{profile}-seed{seed}.db').resolve()}"
+    return f"sqlite:///{(storage / f'mlflow-{scenario}-{profile}-seed{seed}.db').resolve()}"
 
 
 def finished(folder: Path) -> bool:

@@ -9,11 +9,11 @@
 
 Flags after ``--`` go to every search; so do ``--set KEY=VALUE`` (checked once, before any
 search starts, and against the searches already in --storage) and ``--experiment``. ``--name``
-names the replication, not its searches (their run folders stay ``<game>-<profile>-seed<r>``,
+names the replication, not its searches (their run folders stay ``<scenario>-<profile>-seed<r>``,
 which is how it finds them: a replication with other --set needs its own --storage). Writes
 ``replication.md``, ``replication.json`` and ``replication.png`` to ``--out`` (default
-``<storage>/<name>``, ``<storage>/<game>-<profile>-replication`` without --name) and records
-the replication as one MLflow run (named --name, in --experiment, default ``focus-tune/<game>``). Exit 0 when every search finished, 3 when some did not
+``<storage>/<name>``, ``<storage>/<scenario>-<profile>-replication`` without --name) and records
+the replication as one MLflow run (named --name, in --experiment, default ``focus-tune/<scenario>``). Exit 0 when every search finished, 3 when some did not
 (failed: their logs are named), 130 after Ctrl-C (the finished searches are aggregated; the
 same command resumes the others).
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..arguments import version_text
 from ..config.space import ConfigError, override_text, parse_override
-from ..data import GAMES
+from ..data import BUILTIN_SCENARIOS
 from ..interrupt import EXIT_INTERRUPTED
 from ..names import PROFILES
 from ..procedure.state import OVERRIDES_KEY, read_state
@@ -47,7 +47,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m focus_tune.replicate",
                                  description="R searches of one scenario, varying the search seed (and so the "
                                              "data draw), and what holds across them.")
-    ap.add_argument("--game", choices=GAMES, help="a built-in scenario; without it, --data names the scenario")
+    ap.add_argument("--game", dest="scenario", choices=BUILTIN_SCENARIOS,
+                    help="a built-in scenario; without it, --data names the scenario")
     ap.add_argument("--data", type=Path,
                     help="a dataset folder (your own, or an imported built-in scenario): every search trains on it; "
                          "the seeds then vary the training, sampling and search, not the data")
@@ -57,7 +58,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     which.add_argument("--seeds", help="the search seeds instead, e.g. 0-4 or 0,2,5")
     ap.add_argument("--storage", type=Path, default=Path("runs/replication"),
                     help="where the searches' run folders, logs and MLflow stores go (default runs/replication)")
-    ap.add_argument("--out", type=Path, help="where replication.md/json/png go (default <storage>/<game>-<profile>-replication)")
+    ap.add_argument("--out", type=Path, help="where replication.md/json/png go (default <storage>/<scenario>-<profile>-replication)")
     ap.add_argument("--parallel", type=int, default=1,
                     help="searches at once (default 1: on a laptop one search already uses every core)")
     ap.add_argument("--tracking-uri", help="the MLflow store of the replication's run (default: sqlite:///mlflow.db "
@@ -66,9 +67,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
                     help="override a key of every search's search space (as the search's --set; repeatable)")
     ap.add_argument("--name", help="the replication's name: its --out folder under --storage and its MLflow run "
-                                   "(default <game>-<profile>-replication); the searches keep their own names")
+                                   "(default <scenario>-<profile>-replication); the searches keep their own names")
     ap.add_argument("--experiment", help="the MLflow experiment of the replication's run and of every search's "
-                                         "parent run (default focus-tune/<game>)")
+                                         "parent run (default focus-tune/<scenario>)")
     ap.add_argument("--version", action="version", version=version_text())
     args = ap.parse_args(argv)
     try:
@@ -79,14 +80,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
         ap.error("--runs must be at least 1")
     if args.parallel < 1:
         ap.error("--parallel must be at least 1")
-    if args.game is None:
+    if args.scenario is None:
         if args.data is None:
             ap.error("the following arguments are required: --game (or --data DIR, a dataset of your own)")
         from ..data import DataError
         from ..config.scenarios import scenario_of
 
         try:
-            args.game = scenario_of(args.data)
+            args.scenario = scenario_of(args.data)
         except DataError as err:
             ap.error(str(err))
     for flag in ("--game", "--data", "--profile", "--seed", "--storage", "--tracking-uri", "--resume", "--name",
@@ -103,7 +104,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     sets = [flag for key, value in args.overrides for flag in ("--set", override_text(key, value))]
     experiment = ["--experiment", args.experiment] if args.experiment is not None else []
     args.search_args = [*sets, *experiment, *search_args]
-    args.out = args.out or args.storage / (args.name or f"{args.game}-{args.profile}-replication")
+    args.out = args.out or args.storage / (args.name or f"{args.scenario}-{args.profile}-replication")
     return args
 
 
@@ -134,23 +135,23 @@ def aggregate(args) -> dict | None:
     """Read the finished searches, write replication.md/json/png; None when none finished."""
     runs, missing = [], []
     for seed in args.seed_list:
-        folder = run_dir(args.storage, args.game, args.profile, seed)
+        folder = run_dir(args.storage, args.scenario, args.profile, seed)
         if not finished(folder):
             missing.append(seed)
             continue
-        uri = store_uri(args.storage, args.game, args.profile, seed)
+        uri = store_uri(args.storage, args.scenario, args.profile, seed)
         db = Path(uri[len("sqlite:///"):])
         runs.append(read_run(folder, uri if db.exists() else None, seed))
     if not runs:
         return None
     summary = summarize(runs)
-    summary["regime"] = regime(args.game, runs)
+    summary["regime"] = regime(args.scenario, runs)
     summary["missing_seeds"] = missing
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "replication.json").write_text(json.dumps(summary, indent=1))
-    title = f"{args.game} ({args.profile}): {summary['runs']} replicated searches"
+    title = f"{args.scenario} ({args.profile}): {summary['runs']} replicated searches"
     plot_replication(args.out / "replication.png", summary, title)
-    text = markdown(args.game, args.profile, summary, args.search_args, figure="replication.png",
+    text = markdown(args.scenario, args.profile, summary, args.search_args, figure="replication.png",
                     data=None if args.data is None else str(args.data))
     (args.out / "replication.md").write_text(text)
     return summary
@@ -161,13 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     complete = True
     if not args.aggregate_only:
         args.storage.mkdir(parents=True, exist_ok=True)
-        jobs = [Job(args.game, args.profile, s, args.storage, None, tuple(args.search_args), args.data)
+        jobs = [Job(args.scenario, args.profile, s, args.storage, None, tuple(args.search_args), args.data)
                 for s in args.seed_list]
         problem = check_searches(args, jobs)
         if problem is not None:
             print(f"error: {problem}", file=sys.stderr)
             return 2
-        print(f"focus-tune replicate: {args.game} ({args.profile}), {len(jobs)} searches (seeds "
+        print(f"focus-tune replicate: {args.scenario} ({args.profile}), {len(jobs)} searches (seeds "
               f"{', '.join(map(str, args.seed_list))}), {args.parallel} at a time; run folders in {args.storage}",
               flush=True)
         runner = Runner(jobs, args.parallel)
@@ -177,13 +178,13 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
     summary = aggregate(args)
     if summary is None:
-        print(f"no finished search of {args.game} ({args.profile}) in {args.storage} to aggregate", file=sys.stderr)
+        print(f"no finished search of {args.scenario} ({args.profile}) in {args.storage} to aggregate", file=sys.stderr)
         return EXIT_INTERRUPTED if not complete else EXIT_INCOMPLETE
     missing = summary["missing_seeds"]
     status = "FINISHED" if not missing else ("KILLED" if not complete else "FAILED")
     from .record import record
 
-    run_id, ui = record(args.tracking_uri, args.game, args.profile, args.storage, args.out, summary, status,
+    run_id, ui = record(args.tracking_uri, args.scenario, args.profile, args.storage, args.out, summary, status,
                         name=args.name, experiment=args.experiment)
     print((args.out / "replication.md").read_text())
     print(f"replication of {summary['runs']} searches: {args.out / 'replication.md'}, replication.png, replication.json")

@@ -1,10 +1,10 @@
 """The replication in MLflow: one run (tag ``kind`` = ``replication``) in the scenario's
-experiment (``focus-tune/<game>``, beside its searches, or the one --experiment names), whose
+experiment (``focus-tune/<scenario>``, beside its searches, or the one --experiment names), whose
 artifacts are the replication's table and figure and each search's report, and which names the
 R search runs it summarizes (tags ``search.seed<r>``: their tracking URI and parent run id).
 
 The same command run again (resumed, or with more searches) updates the same run: it is
-found by its ``replication_key`` tag (storage folder, game, profile). Its pooled paired
+found by its ``replication_key`` tag (storage folder, scenario, profile). Its pooled paired
 differences are metrics at step R, the number of searches they pool.
 """
 
@@ -31,8 +31,8 @@ def _row_slug(row: str) -> str:
     return row.replace(" +", "-")
 
 
-def description(game: str, profile: str, summary: dict, storage: Path) -> str:
-    lines = [f"**Replication of the {game} ({profile}) search**: {summary['runs']} searches, seeds "
+def description(scenario: str, profile: str, summary: dict, storage: Path) -> str:
+    lines = [f"**Replication of the {scenario} ({profile}) search**: {summary['runs']} searches, seeds "
              f"{', '.join(map(str, summary['seeds']))}; each draws its own dataset, weights and Monte Carlo noise.", "",
              "- Artifacts: `replication.md` (schedules chosen, decision agreement, family wins, pooled paired "
              "differences with 95 % intervals and Holm), `replication.png` (the paired differences run by run), "
@@ -50,10 +50,10 @@ def description(game: str, profile: str, summary: dict, storage: Path) -> str:
     return "\n".join(lines)
 
 
-def record(uri: str | None, game: str, profile: str, storage: Path, out: Path, summary: dict,
+def record(uri: str | None, scenario: str, profile: str, storage: Path, out: Path, summary: dict,
            status: str, name: str | None = None, experiment: str | None = None) -> tuple[str, str]:
-    """Log (or update) the replication's run, named ``name`` (default ``replication-<game>-<profile>``)
-    in ``experiment`` (default ``focus-tune/<game>``); returns (run id, how to open its experiment in the UI)."""
+    """Log (or update) the replication's run, named ``name`` (default ``replication-<scenario>-<profile>``)
+    in ``experiment`` (default ``focus-tune/<scenario>``); returns (run id, how to open its experiment in the UI)."""
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "1")
     from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
@@ -61,21 +61,21 @@ def record(uri: str | None, game: str, profile: str, storage: Path, out: Path, s
     uri = tracking_uri(uri)
     create_local_store(uri)
     client = MlflowClient(uri)
-    experiment = experiment if experiment is not None else f"focus-tune/{game}"
+    experiment = experiment if experiment is not None else f"focus-tune/{scenario}"
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
-    key = f"{storage.resolve()}|{game}|{profile}" + (f"|{name}" if name is not None else "")
+    key = f"{storage.resolve()}|{scenario}|{profile}" + (f"|{name}" if name is not None else "")
     found = client.search_runs([exp_id], filter_string=f"tags.kind = '{KIND}'", max_results=1000)
     found = [r for r in found if r.data.tags.get("replication_key") == key]
     if found:
         run_id = found[0].info.run_id
         client.update_run(run_id, status="RUNNING")
     else:
-        run_id = client.create_run(exp_id, run_name=name if name is not None else f"replication-{game}-{profile}",
+        run_id = client.create_run(exp_id, run_name=name if name is not None else f"replication-{scenario}-{profile}",
                                    tags={**context_tags(), "kind": KIND, "replication_key": key}).info.run_id
-    tags = {"game": game, "profile": profile, "runs": str(summary["runs"]),
+    tags = {"scenario": scenario, "profile": profile, "runs": str(summary["runs"]),
             "seeds": ",".join(map(str, summary["seeds"])), "storage": str(storage.resolve()),
-            "mlflow.note.content": description(game, profile, summary, storage.resolve())}
+            "mlflow.note.content": description(scenario, profile, summary, storage.resolve())}
     if summary.get("regime"):
         tags["regime_kept"] = f"{summary['regime']['kept']}/{summary['runs']}"
     for r in summary["search_runs"]:

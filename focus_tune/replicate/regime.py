@@ -20,8 +20,8 @@ family's mean over its final seeds, one search at a time:
   ~0.024, AUC ~0.63, unregularized): it only just reads the frame at the quick sizes, and is
   held to that (a lambda_1..3 = 0.05 run, one seed, was worse than image-blind: expect misses).
 
-The four games' levels come from benchmarks/regime_sweep.py with their quick recipes at
-n = 1000 (docs/results/sweep/, the comments in search_spaces/<game>.yaml): roughly 60 % of the
+The four scenarios' levels come from benchmarks/regime_sweep.py with their quick recipes at
+n = 1000 (docs/results/sweep/, the comments in search_spaces/<scenario>.yaml): roughly 60 % of the
 measured CE gap and an AUC floor ~0.05 below the measured AUC. Other scenarios declare none
 (their replication has no regime section).
 """
@@ -55,7 +55,7 @@ REGIMES: dict[str, tuple[Check, ...]] = {
                 Check("the unregularized family's I_0.9 coverage at most 0.87", "test/interval/coverage", 0.87, True,
                       families=("none",))),
     # From benchmarks/regime_sweep.py at the quick recipe, n = 1000, the last epoch
-    # (docs/results/sweep/sweep-<game>-*.jsonl): roughly 60 % of the smallest measured CE gap,
+    # (docs/results/sweep/sweep-<scenario>-*.jsonl): roughly 60 % of the smallest measured CE gap,
     # an AUC floor ~0.05 below the smallest measured AUC.
     "riverraid": (Check("CE at least 0.07 below image-blind's", "test/marginal/ce", -0.07, True,
                         relative_to="image-blind"),
@@ -88,10 +88,10 @@ def check_run(run: dict, checks: tuple[Check, ...]) -> list[dict]:
     return missed
 
 
-def regime(game: str, runs: list[dict]) -> dict | None:
+def regime(scenario: str, runs: list[dict]) -> dict | None:
     """{"checks": labels, "kept": searches that miss none, "runs": [{"seed", "kept", "missed"}]};
     None for a scenario without declared checks."""
-    checks = REGIMES.get(game)
+    checks = REGIMES.get(scenario)
     if checks is None:
         return None
     per_run = [{"seed": r["seed"], "missed": missed, "kept": not missed}
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     from .replication_md import regime_lines
 
     ap = argparse.ArgumentParser(prog="python -m focus_tune.replicate.regime", description=main.__doc__)
-    ap.add_argument("--game", required=True, choices=sorted(REGIMES))
+    ap.add_argument("--game", dest="scenario", required=True, choices=sorted(REGIMES))
     ap.add_argument("folders", nargs="+", type=Path)
     args = ap.parse_args(argv)
     files = sorted({f for folder in args.folders for f in ([folder] if folder.is_file() else folder.rglob("results.csv"))})
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     # a search's name: its folder (a run folder's report/ is named by the run folder)
     runs = [{"seed": (f.parent.parent if f.parent.name == "report" else f.parent).name, "finals": read_finals(f)}
             for f in files]
-    print("\n".join(regime_lines(regime(args.game, runs), len(runs), name="search")))
+    print("\n".join(regime_lines(regime(args.scenario, runs), len(runs), name="search")))
     return 0
 
 

@@ -12,17 +12,17 @@ def fmt(x: float, digits: int = 4) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
 
 
-def markdown(game: str, profile: str, s: dict, search_args: list[str], figure: str | None = None,
+def markdown(scenario: str, profile: str, s: dict, search_args: list[str], figure: str | None = None,
              data: str | None = None) -> str:
     """The text of replication.md; ``data``: the dataset folder every search trained on (else
     each seed's built-in data)."""
     seeds = s["seeds"]
     label = {c.key: c.label for c in COMPARED_COLUMNS}
     R = s["runs"]
-    which = f"--data {data}" if data else f"--game {game}"
+    which = f"--data {data}" if data else f"--game {scenario}"
     drawn = ("the data is the same for every run; the seed draws the initial weights, batch order and Monte "
              "Carlo draws" if data else "the seed also draws the dataset")
-    lines = [f"# Replication: {game} ({profile}), R = {R} searches (seeds {', '.join(map(str, seeds))})", "",
+    lines = [f"# Replication: {scenario} ({profile}), R = {R} searches (seeds {', '.join(map(str, seeds))})", "",
              f"Each run: `python -m focus_tune.search {which} --profile {profile} --seed r"
              + (" " + " ".join(search_args) if search_args else "") + f"`; {drawn}.", ""]
     if s.get("missing_seeds"):

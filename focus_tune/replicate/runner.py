@@ -23,7 +23,7 @@ from .analysis import finished, run_dir, store_uri
 
 @dataclass(frozen=True)
 class Job:
-    game: str
+    scenario: str
     profile: str
     seed: int
     storage: Path
@@ -33,20 +33,20 @@ class Job:
 
     @property
     def folder(self) -> Path:
-        return run_dir(self.storage, self.game, self.profile, self.seed)
+        return run_dir(self.storage, self.scenario, self.profile, self.seed)
 
     @property
     def uri(self) -> str:
-        return self.tracking_uri or store_uri(self.storage, self.game, self.profile, self.seed)
+        return self.tracking_uri or store_uri(self.storage, self.scenario, self.profile, self.seed)
 
     @property
     def log(self) -> Path:
-        return self.storage / "logs" / f"{self.game}-{self.profile}-seed{self.seed}.log"
+        return self.storage / "logs" / f"{self.scenario}-{self.profile}-seed{self.seed}.log"
 
     def command(self) -> list[str]:
-        from ..data import GAMES
+        from ..data import BUILTIN_SCENARIOS
 
-        scenario = ["--game", self.game] if self.game in GAMES else []
+        scenario = ["--game", self.scenario] if self.scenario in BUILTIN_SCENARIOS else []
         data = ["--data", str(self.data.resolve())] if self.data is not None else []
         cmd = [sys.executable, "-m", "focus_tune.search", *scenario, *data, "--profile", self.profile,
                "--seed", str(self.seed), "--storage", str(self.storage), "--tracking-uri", self.uri,
@@ -67,7 +67,7 @@ def chosen(folder: Path) -> str:
 
 class Runner:
     """Runs the jobs, ``parallel`` at a time, and prints one progress line per search start
-    and end: ``[done/R] game seed r: ...``."""
+    and end: ``[done/R] scenario seed r: ...``."""
 
     def __init__(self, jobs: list[Job], parallel: int, out=sys.stdout):
         self.jobs, self.parallel, self.out = jobs, max(1, parallel), out
@@ -87,7 +87,7 @@ class Runner:
             with self.lock:
                 self.done += 1
                 done = self.done
-            self.say(f"[{done}/{R}] {job.game} seed {job.seed}: finished before, not run again ({chosen(job.folder)})")
+            self.say(f"[{done}/{R}] {job.scenario} seed {job.seed}: finished before, not run again ({chosen(job.folder)})")
             return
         cmd = job.command()
         job.log.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +100,7 @@ class Runner:
                 proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
                 self.live.add(proc)
                 verb = "resuming" if "--resume" in cmd else "searching"
-                print(f"[{self.done}/{R}] {job.game} seed {job.seed}: {verb} (log {job.log})", file=self.out,
+                print(f"[{self.done}/{R}] {job.scenario} seed {job.seed}: {verb} (log {job.log})", file=self.out,
                       flush=True)
             rc = proc.wait()
             with self.lock:
@@ -110,12 +110,12 @@ class Runner:
             with self.lock:
                 self.done += 1
                 done = self.done
-            self.say(f"[{done}/{R}] {job.game} seed {job.seed}: done in {minutes:.1f} min ({chosen(job.folder)})")
+            self.say(f"[{done}/{R}] {job.scenario} seed {job.seed}: done in {minutes:.1f} min ({chosen(job.folder)})")
         elif self.stopping.is_set():
-            self.say(f"[{self.done}/{R}] {job.game} seed {job.seed}: stopped after {minutes:.1f} min; "
+            self.say(f"[{self.done}/{R}] {job.scenario} seed {job.seed}: stopped after {minutes:.1f} min; "
                      "the same command resumes it")
         else:
-            self.say(f"[{self.done}/{R}] {job.game} seed {job.seed}: failed (exit {rc}) after {minutes:.1f} min; "
+            self.say(f"[{self.done}/{R}] {job.scenario} seed {job.seed}: failed (exit {rc}) after {minutes:.1f} min; "
                      f"see {job.log}")
 
     def run(self) -> bool:

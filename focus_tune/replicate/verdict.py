@@ -69,19 +69,19 @@ HEADERS = {"ECE": "Δ ECE", "ECE debiased": "Δ ECE debiased", "coverage": "Δ c
 
 
 def scenario_of(summary: dict, folder: Path) -> str:
-    """The scenario of a replication: from its searches' run folders (<game>-<profile>-seed<r>),
-    else from its own folder's name (<game>-<profile>)."""
+    """The scenario of a replication: from its searches' run folders (<scenario>-<profile>-seed<r>),
+    else from its own folder's name (<scenario>-<profile>)."""
     names = [Path(f).name for f in summary.get("folders", [])] or [folder.name]
     return names[0].split("-")[0]
 
 
 def verdict(replications: dict[str, dict]) -> dict:
-    """{"scenarios": {game: row}, "primary_tests": count}: each row holds R, none's means, the
+    """{"scenarios": {scenario: row}, "primary_tests": count}: each row holds R, none's means, the
     comparisons (mean, low, high, below, runs, per_run, primary, holm_scenario, holm_all), the
     regime and the paper's values."""
     rows = {}
-    for game in [g for g in SCENARIOS if g in replications] + [g for g in replications if g not in SCENARIOS]:
-        s = replications[game]
+    for scenario in [g for g in SCENARIOS if g in replications] + [g for g in replications if g not in SCENARIOS]:
+        s = replications[scenario]
         means = s.get("means", {})
         row = {"runs": s["runs"], "missing_seeds": s.get("missing_seeds", []),
                "none": {k: means.get(k, {}).get("none", {}).get("mean", math.nan)
@@ -89,7 +89,7 @@ def verdict(replications: dict[str, dict]) -> dict:
                "none_conformal_coverage": means.get("test/interval/coverage", {}).get(NONE_CONFORMAL, {}).get(
                    "mean", math.nan),
                "regime": None if not s.get("regime") else {"kept": s["regime"]["kept"], "runs": s["runs"]},
-               "paper": PAPER.get(game), "comparisons": {}}
+               "paper": PAPER.get(scenario), "comparisons": {}}
         for label, (a, b), key in COMPARISONS:
             d = s["differences"].get(f"{a} - {b}/{key}")
             if d is None:
@@ -98,12 +98,12 @@ def verdict(replications: dict[str, dict]) -> dict:
                 "pair": [a, b], "key": key, "mean": d["mean"], "low": d["low"], "high": d["high"], "p": d["p"],
                 "below": d["below_zero"], "above": d["above_zero"], "runs": d["runs"], "per_run": d["per_run"],
                 "primary": ((a, b), key) in VERDICT_PRIMARY, "holm_scenario": d.get("holm_primary", math.nan)}
-        rows[game] = row
-    pooled = holm({f"{game}/{label}": c["p"] for game, row in rows.items()
+        rows[scenario] = row
+    pooled = holm({f"{scenario}/{label}": c["p"] for scenario, row in rows.items()
                    for label, c in row["comparisons"].items() if c["primary"]})
-    for game, row in rows.items():
+    for scenario, row in rows.items():
         for label, c in row["comparisons"].items():
-            c["holm_all"] = pooled.get(f"{game}/{label}", math.nan)
+            c["holm_all"] = pooled.get(f"{scenario}/{label}", math.nan)
     return {"scenarios": rows, "primary_tests": sum(math.isfinite(p) for p in pooled.values())}
 
 
@@ -127,7 +127,7 @@ def markdown(v: dict) -> list[str]:
     lines = ["| scenario | R | `none` ECE | `none` coverage | " + " | ".join(HEADERS[c] for c in cols)
              + " | regime kept | paper: ECE none → time-dep. | paper: coverage none → time-dep. |",
              "|---|---:|---:|---:|" + "---|" * len(cols) + "---:|---:|---:|"]
-    for game, row in v["scenarios"].items():
+    for scenario, row in v["scenarios"].items():
         comps = row["comparisons"]
         digits = {"coverage": 3, "interval score": 3, "interval score vs none +conformal": 3,
                   "width vs none +conformal": 3}
@@ -136,7 +136,7 @@ def markdown(v: dict) -> list[str]:
         paper = row["paper"] or {}
         ece = " → ".join(f"{x:.3f}" for x in paper["ece"]) if "ece" in paper else "n/a"
         cov = " → ".join(f"{x:.2f}" for x in paper["coverage"]) if "coverage" in paper else "n/a"
-        lines.append(f"| {NAMES.get(game, game)} | {row['runs']} | {_num(row['none']['test/marginal/ece'], 4)} | "
+        lines.append(f"| {NAMES.get(scenario, scenario)} | {row['runs']} | {_num(row['none']['test/marginal/ece'], 4)} | "
                      f"{_num(row['none']['test/interval/coverage'])} | " + " | ".join(cells)
                      + f" | {regime} | {ece} | {cov} |")
     return lines
@@ -164,10 +164,10 @@ def search_times(folders: dict[str, Path]) -> dict[str, dict[str, dict]]:
     wall seconds of its replicated searches and their commits, from the
     ``searches/seed<r>/provenance.json`` files beside its replication (scripts/verdict_replications.sh)."""
     out = {}
-    for game, folder in folders.items():
+    for scenario, folder in folders.items():
         for f in sorted((folder / "searches").glob("seed*/provenance.json")):
             r = json.loads(f.read_text())
-            group = out.setdefault(game, {}).setdefault(f"{r['cpu']}, {r['cores']} cores", {"wall_s": [], "commits": []})
+            group = out.setdefault(scenario, {}).setdefault(f"{r['cpu']}, {r['cores']} cores", {"wall_s": [], "commits": []})
             group["wall_s"].append(r["wall_s"])
             group["commits"] = sorted({*group["commits"], r["commit"][:7]})
     return out
@@ -178,10 +178,10 @@ def times_markdown(times: dict[str, dict[str, dict]]) -> list[str]:
     a row per machine it ran on."""
     lines = ["| scenario | searches | wall time per search, mean (min-max) | commit | machine |",
              "|---|---:|---|---|---|"]
-    for game, machines in times.items():
+    for scenario, machines in times.items():
         for machine, t in machines.items():
             minutes = np.array(t["wall_s"], dtype=float) / 60
-            lines.append(f"| {NAMES.get(game, game)} | {minutes.size} | {minutes.mean():.1f} min ({minutes.min():.1f}-"
+            lines.append(f"| {NAMES.get(scenario, scenario)} | {minutes.size} | {minutes.mean():.1f} min ({minutes.min():.1f}-"
                          f"{minutes.max():.1f}) | {', '.join(t['commits'])} | {machine} |")
     return lines
 
@@ -194,16 +194,16 @@ def plot(v: dict, path: Path) -> Path:
 
     from ..report.figures import save_png
 
-    games = list(v["scenarios"])
+    scenarios = list(v["scenarios"])
     panels = [c for c in COMPARISONS if any(c[0] in r["comparisons"] for r in v["scenarios"].values())]
-    fig = Figure(figsize=(2.5 * len(panels) + 1.2, 0.55 * len(games) + 1.6))
+    fig = Figure(figsize=(2.5 * len(panels) + 1.2, 0.55 * len(scenarios) + 1.6))
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     rng = np.random.default_rng(0)  # the dots' vertical jitter only
-    y = np.arange(len(games))[::-1]
+    y = np.arange(len(scenarios))[::-1]
     for ax, (label, (a, b), key) in zip(axes, panels):
-        for yi, game in zip(y, games):
-            c = v["scenarios"][game]["comparisons"].get(label)
+        for yi, scenario in zip(y, scenarios):
+            c = v["scenarios"][scenario]["comparisons"].get(label)
             if c is None:
                 continue
             x = np.asarray(c["per_run"], dtype=float)
@@ -217,7 +217,7 @@ def plot(v: dict, path: Path) -> Path:
         ax.axvline(0.0, color="grey", linestyle=":", linewidth=1)
         ax.set_title(f"{a} − {b}\n{label.split(' vs ')[0]}", fontsize=8)
         ax.tick_params(labelsize=7)
-    axes[0].set_yticks(y, [f"{NAMES.get(g, g)} (R={v['scenarios'][g]['runs']})" for g in games], fontsize=8)
+    axes[0].set_yticks(y, [f"{NAMES.get(g, g)} (R={v['scenarios'][g]['runs']})" for g in scenarios], fontsize=8)
     fig.suptitle("time-dependent against none and the post-hoc fixes: paired differences per scenario "
                  "(dots: searches; diamond: mean, 95 % t interval; red: significant after Holm over all)",
                  fontsize=8)
@@ -238,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             ap.error(f"{path}: no replication.json (run python -m focus_tune.replicate first)")
         summary = json.loads(path.read_text())
-        game = scenario_of(summary, folder)
-        replications[game], folders[game] = summary, folder
+        scenario = scenario_of(summary, folder)
+        replications[scenario], folders[scenario] = summary, folder
     v = verdict(replications)
     v["search_times"] = search_times(folders)
     args.out.mkdir(parents=True, exist_ok=True)

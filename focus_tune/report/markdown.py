@@ -51,12 +51,12 @@ def label_noise_lines(finals: Mapping) -> list[str]:
             "(and the families against each other), not against 0.", ""]
 
 
-def _header_lines(game: str, profile: str, overrides: Sequence[str] = ()) -> list[str]:
+def _header_lines(scenario: str, profile: str, overrides: Sequence[str] = ()) -> list[str]:
     """The title and how to read the tables; ``overrides``: the search's ``--set KEY=VALUE``
     texts, named under the title (nothing when there are none)."""
     changed = ["Search space changed on the command line: " + ", ".join(f"`--set {o}`" for o in overrides) + ".", ""]
     return [
-        f"# foCus regularization search: {game} ({profile} profile)",
+        f"# foCus regularization search: {scenario} ({profile} profile)",
         "",
         *(changed if overrides else []),
         "Test set, final models (last epoch) retrained once per seed. Each cell: mean ± standard "
@@ -258,14 +258,14 @@ def _figure_lines() -> list[str]:
     ]
 
 
-def results_markdown(game: str, profile: str, families: Sequence[str], skipped: Sequence[str], finals: Mapping,
+def results_markdown(scenario: str, profile: str, families: Sequence[str], skipped: Sequence[str], finals: Mapping,
                      schedules: Mapping[str, str], condition: str, search: Mapping | None = None,
                      data_notes: Sequence[str] = (), overrides: Sequence[str] = (),
                      recommendation: Sequence[str] = ()) -> str:
     """The text of results.md (see :func:`focus_tune.report.write_report`)."""
     everything, families = families, [f for f in families if not is_conformal(f)]
     marginal = shown_columns(MARGINAL, families, finals)
-    lines = (_header_lines(game, profile, overrides) + _schedule_lines(families, finals, schedules)
+    lines = (_header_lines(scenario, profile, overrides) + _schedule_lines(families, finals, schedules)
              + _skipped_lines(skipped))
     if data_notes:
         lines += ["## Data", ""] + [line for note in data_notes for line in (note, "")]
@@ -290,10 +290,10 @@ def results_markdown(game: str, profile: str, families: Sequence[str], skipped: 
     return "\n".join(lines + _figure_lines())
 
 
-def plain_text(game: str, profile: str, families: Sequence[str], finals: Mapping) -> str:
+def plain_text(scenario: str, profile: str, families: Sequence[str], finals: Mapping) -> str:
     """The marginal and interval means ± SE as aligned plain text, for the end of a CLI run."""
     everything, families = families, [f for f in families if not is_conformal(f)]
-    lines = [f"foCus results: {game} ({profile}), test set, mean±SE over seeds", ""]
+    lines = [f"foCus results: {scenario} ({profile}), test set, mean±SE over seeds", ""]
     lines += plain_table("Marginal", shown_columns(MARGINAL, families, finals), families, finals) + [""]
     lines += plain_table(f"Time to event, I_{COVERAGE_TARGET}", shown_columns(INTERVAL, families, finals), families,
                          finals)

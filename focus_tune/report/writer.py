@@ -35,7 +35,7 @@ class Report:
 
 def write_report(
     out_dir: Path,
-    game: str,
+    scenario: str,
     profile: str,
     finals: dict[str, list[dict]],
     schedules: dict[str, str],
@@ -66,9 +66,9 @@ def write_report(
     families = [f for f in ordered if finals[f]]
     skipped = [f for f in ordered if not finals[f]]
     condition = class_name(class_names, condition_class)
-    title = f"{game} ({profile})"
+    title = f"{scenario} ({profile})"
 
-    markdown = results_markdown(game, profile, families, skipped, finals, schedules, condition, search, data_notes,
+    markdown = results_markdown(scenario, profile, families, skipped, finals, schedules, condition, search, data_notes,
                                 overrides, recommendation)
     md_path = out_dir / "results.md"
     write_atomic(md_path, markdown)
@@ -85,5 +85,5 @@ def write_report(
     if search is not None:
         write_atomic(out_dir / SEARCH_JSON, json.dumps(search, indent=1))
         files += [out_dir / SEARCH_JSON, *plot_search(search, out_dir / "search.png", title)]
-    return Report(markdown=markdown, table=plain_text(game, profile, families, finals),
+    return Report(markdown=markdown, table=plain_text(scenario, profile, families, finals),
                   files=files, summary=summary(families, finals))

@@ -17,13 +17,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from ..names import EVENT_SAMPLING
 from ..sim.device_split import DeviceSplit
 from ..sim.model import Simulator
 from . import conformal, metrics, montecarlo, survival
 from .montecarlo import Drawn, Estimates
 
 
-ABSORBING_MODES = ("model", "forced")
 
 
 def draw_samples(
@@ -32,7 +32,7 @@ def draw_samples(
     num_samples: int,
     length: int,
     generator: torch.Generator,
-    absorbing: int | None,
+    forced_event: int | None,
     prefix: list[int] | None = None,
     chunk: int = 64,
     temperature: torch.Tensor | None = None,
@@ -40,13 +40,13 @@ def draw_samples(
 ) -> Drawn:
     """Monte Carlo sequences for every image, ``chunk`` images at a time: samples [N, M, L] on CPU.
 
-    ``absorbing``: the class forced to repeat once drawn, or None to draw every entry from
+    ``forced_event``: the class forced to repeat once drawn, or None to draw every entry from
     the model (see :meth:`Simulator.sample`). ``rao_blackwell`` (the event class): with the
     Rao-Blackwellized sums of the same draws, marginals [N, L, c] and time_pmf [N, L]
     (:meth:`Simulator.sample`).
     """
     parts = [
-        model.sample(images[i : i + chunk], num_samples, length, generator, prefix=prefix, absorbing=absorbing,
+        model.sample(images[i : i + chunk], num_samples, length, generator, prefix=prefix, forced_event=forced_event,
                      temperature=temperature, rao_blackwell=rao_blackwell)
         for i in range(0, len(images), chunk)
     ]
@@ -250,7 +250,7 @@ class Scoring:
     alpha: float
     items: int | None = None  # the split's first items; None = the whole split
     estimator: str = "counted"  # or "rao_blackwell" (names.ESTIMATORS)
-    absorbing: str = "model"  # or "forced" (ABSORBING_MODES)
+    event_sampling: str = "model"  # or "forced" (names.EVENT_SAMPLING)
 
     @classmethod
     def of(cls, train, split: str = "test") -> "Scoring":
@@ -258,10 +258,10 @@ class Scoring:
         the test's M and estimator, or the validation's (``train.validation``)."""
         if split == "test":
             return cls(train.num_samples, train.ece_bins, train.alpha, train.test_items, train.estimator,
-                       train.absorbing)
+                       train.event_sampling)
         if split == "val":
             estimator, num_samples = train.validation
-            return cls(num_samples, train.ece_bins, train.alpha, train.val_items, estimator, train.absorbing)
+            return cls(num_samples, train.ece_bins, train.alpha, train.val_items, estimator, train.event_sampling)
         raise ValueError(f"split must be 'test' or 'val', got {split!r}")
 
     def evaluate(self, model: Simulator, data: DeviceSplit, event: int, generator: torch.Generator,
@@ -269,7 +269,7 @@ class Scoring:
         """:func:`evaluate` of ``data`` with these settings; ``options``: its others
         (``condition_class``, ``per_entry``, ``temperature``, ``groups``)."""
         return evaluate(model, data, self.num_samples, event, generator, self.ece_bins, self.alpha,
-                        absorbing=self.absorbing, estimator=self.estimator, **options)
+                        event_sampling=self.event_sampling, estimator=self.estimator, **options)
 
 
 def evaluation_generator(seed: int, epoch: int) -> torch.Generator:
@@ -289,7 +289,7 @@ def evaluate(
     alpha: float = 0.9,
     condition_class: int | None = None,
     per_entry: bool = False,
-    absorbing: str = "model",
+    event_sampling: str = "model",
     temperature: torch.Tensor | None = None,
     groups: dict[str, np.ndarray] | None = None,
     estimator: str = "counted",
@@ -303,7 +303,7 @@ def evaluate(
     (``data.observed``, ``data.censored``) the scores are :func:`score`'s masked and
     censoring-weighted ones.
 
-    ``absorbing``: "model" (default) draws every entry from the model, so a model that
+    ``event_sampling``: "model" (default) draws every entry from the model, so a model that
     leaves the event class after reaching it is scored with that leak; "forced" makes the
     event repeat once drawn (faster; exact only for a model that is itself absorbing).
     Either way ``marginal/leak`` is the fraction of sampled sequences that reach the event
@@ -318,15 +318,15 @@ def evaluate(
     reports and plots), the marginals under ``"probs"`` and the time-to-event pmf under
     ``"time_pmf"``.
     """
-    if absorbing not in ABSORBING_MODES:
-        raise ValueError(f"absorbing must be one of {ABSORBING_MODES}, got {absorbing!r}")
+    if event_sampling not in EVENT_SAMPLING:
+        raise ValueError(f"event_sampling must be one of {EVENT_SAMPLING}, got {event_sampling!r}")
     montecarlo.check_estimator(estimator)
     model.eval()
     L = data.sequences.shape[1]
-    forced = event if absorbing == "forced" else None
+    forced = event if event_sampling == "forced" else None
     labels = data.sequences.cpu().numpy()
     rb = event if estimator == "rao_blackwell" else None  # the sampler sums its conditionals as it draws
-    drawn = draw_samples(model, data.images, num_samples, L, generator, absorbing=forced, temperature=temperature,
+    drawn = draw_samples(model, data.images, num_samples, L, generator, forced_event=forced, temperature=temperature,
                          rao_blackwell=rb)
     keep = condition_items(labels, condition_class)
     given = None

@@ -23,11 +23,12 @@ from typing import Sequence
 
 import torch
 
+from ..names import EVENT_SAMPLING
 from ..sim.device_split import DeviceSplit, stacked_observed
 from ..sim.model import sampler_cell, sampler_weights
 from ..sim.packed import PackedSimulator
 from . import montecarlo
-from .evaluation import ABSORBING_MODES, score
+from .evaluation import score
 
 # Rows (items x M) of all members simulated together: h, the cell and the gates take about
 # 6 x hidden x 4 bytes per row (2^19 rows at hidden 256: ~3 GB); the uniforms of the next
@@ -37,11 +38,11 @@ DEFAULT_ROWS = 2**19
 
 @torch.no_grad()
 def sample_packed(packed: PackedSimulator, images: torch.Tensor, num_samples: int, length: int,
-                  generators: Sequence[torch.Generator], absorbing: int | None = None,
+                  generators: Sequence[torch.Generator], forced_event: int | None = None,
                   rows: int = DEFAULT_ROWS) -> torch.Tensor:
     """Draws of every member: images uint8 [K, N, C, H, W] -> samples uint8 [K, N, M, L] on the device.
 
-    ``absorbing``: the class forced to repeat once drawn (as :meth:`Simulator.sample`'s, which
+    ``forced_event``: the class forced to repeat once drawn (as :meth:`Simulator.sample`'s, which
     drops such rows; here they are masked, which gives the same draws). ``rows`` bounds the
     rows (all members' items x M) simulated at once; items go in chunks of ``rows // (K M)``.
     """
@@ -51,8 +52,8 @@ def sample_packed(packed: PackedSimulator, images: torch.Tensor, num_samples: in
     c = packed.num_classes
     if c > 255:
         raise ValueError(f"{c} classes do not fit the sampler's byte draws")
-    if absorbing is not None and not 0 <= absorbing < c:
-        raise ValueError(f"absorbing class must be in [0, {c}), got {absorbing}")
+    if forced_event is not None and not 0 <= forced_event < c:
+        raise ValueError(f"forced_event (the absorbing class to force) must be in [0, {c}), got {forced_event}")
     was_training = packed.training
     packed.eval()
     chunk = max(1, rows // (K * num_samples))
@@ -73,13 +74,13 @@ def sample_packed(packed: PackedSimulator, images: torch.Tensor, num_samples: in
                 u = ahead.result()
                 if n + 1 < len(starts):
                     ahead = pool.submit(uniforms, starts[n + 1])
-                parts.append(_sample_chunk(packed, images[:, start : start + chunk], num_samples, length, u, absorbing))
+                parts.append(_sample_chunk(packed, images[:, start : start + chunk], num_samples, length, u, forced_event))
     finally:
         packed.train(was_training)
     return torch.cat(parts, dim=1)
 
 
-def _sample_chunk(packed, images, M, L, u, absorbing):
+def _sample_chunk(packed, images, M, L, u, forced_event):
     K, B = images.shape[:2]
     device, c = packed.device, packed.num_classes
     R = B * M
@@ -91,14 +92,14 @@ def _sample_chunk(packed, images, M, L, u, absorbing):
     cell = torch.zeros_like(h)
     prev = torch.full((K, R), packed.start_token, dtype=torch.long, device=device)
     out = torch.empty(K, R, L, dtype=torch.uint8, device=device)
-    done = torch.zeros(K, R, dtype=torch.bool, device=device) if absorbing is not None else None
+    done = torch.zeros(K, R, dtype=torch.bool, device=device) if forced_event is not None else None
     for i in range(L):
         h, cell = sampler_cell(packed.step_gates(table, prev, h, w_hh), cell)
         p = torch.softmax(packed._head(h).double(), dim=-1)  # (K, R, c)
         draw = torch.searchsorted(p.cumsum(dim=-1), u[i].unsqueeze(-1)).squeeze(-1).clamp_(max=c - 1)
         if done is not None:
-            draw = torch.where(done, absorbing, draw)
-            done |= draw == absorbing
+            draw = torch.where(done, forced_event, draw)
+            done |= draw == forced_event
         out[:, :, i] = draw
         prev = draw
     return out.view(K, B, M, L)
@@ -135,7 +136,7 @@ def stay_probability(packed: PackedSimulator, images: torch.Tensor, sequences: t
 
 def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_samples: int, event: int,
                     generators: Sequence[torch.Generator], n_bins: int = 10, alpha: float = 0.9,
-                    absorbing: str = "model", per_entry: bool = False, rows: int = DEFAULT_ROWS,
+                    event_sampling: str = "model", per_entry: bool = False, rows: int = DEFAULT_ROWS,
                     threads: int | None = None) -> list[dict]:
     """:func:`focus_tune.scoring.evaluation.evaluate` (marginal and interval metrics, leak, p_stay) of every
     member: member k on ``splits[k]`` (the same split object for a search's members, or each
@@ -143,8 +144,8 @@ def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_
     CPU's) score the members, and the entries of each, in parallel. A right-censored split
     (``observed``, ``censored``) is scored as :func:`~focus_tune.scoring.evaluation.evaluate` scores it.
     """
-    if absorbing not in ABSORBING_MODES:
-        raise ValueError(f"absorbing must be one of {ABSORBING_MODES}, got {absorbing!r}")
+    if event_sampling not in EVENT_SAMPLING:
+        raise ValueError(f"event_sampling must be one of {EVENT_SAMPLING}, got {event_sampling!r}")
     K = packed.size
     if len(splits) != K or len({len(s) for s in splits}) != 1:
         raise ValueError(f"a pack of {K} needs {K} splits of one size")
@@ -155,7 +156,7 @@ def evaluate_packed(packed: PackedSimulator, splits: Sequence[DeviceSplit], num_
     L, c = seqs.shape[-1], packed.num_classes
     observed = stacked_observed(splits)
     samples = sample_packed(packed, images, num_samples, L, generators,
-                            absorbing=event if absorbing == "forced" else None, rows=rows)
+                            forced_event=event if event_sampling == "forced" else None, rows=rows)
     p_stay = stay_probability(packed, images, seqs, event, observed=observed)
     drawn = [montecarlo.Drawn(s.cpu().numpy()) for s in samples]  # (N, M, L) bytes per member
     del samples

@@ -162,7 +162,7 @@ def _override_pairs(overrides, parse_override) -> tuple[tuple[str, Any], ...]:
 def _options(values: dict[str, Any], overrides: tuple[tuple[str, Any], ...]):
     """The :class:`~focus_tune.search.cli.SearchOptions` of the API's keywords, each checked by
     its flag's own check (argparse's type and choices), then across flags as the CLI does."""
-    from .cli import SearchOptions, build_parser, check_flags
+    from .cli import FLAG_FIELDS, SearchOptions, build_parser, check_flags
 
     actions = {a.dest: a for a in build_parser()._actions}
     checked: dict[str, Any] = {}
@@ -178,13 +178,13 @@ def _options(values: dict[str, Any], overrides: tuple[tuple[str, Any], ...]):
             raise SearchError(f"{key}={value!r}: choose one of {', '.join(map(str, action.choices))}")
         if action.nargs == 0 and not isinstance(value, bool):  # store_true flags
             raise SearchError(f"{key}={value!r}: expected True or False")
-        checked[key] = value
-    if checked["game"] is None:
+        checked[FLAG_FIELDS.get(key, key)] = value
+    if checked["scenario"] is None:
         if checked["data"] is None:
             raise SearchError("give game= (a built-in scenario) or data= (a dataset folder of your own)")
         from ..config.scenarios import scenario_of
 
-        checked["game"] = scenario_of(checked["data"])
+        checked["scenario"] = scenario_of(checked["data"])
     known = {f.name for f in fields(SearchOptions)}
     opts = SearchOptions(**{k: v for k, v in checked.items() if k in known}, overrides=overrides,
                          **{k: actions[k].default for k in known - set(checked) - {"overrides"}})
@@ -223,7 +223,9 @@ def _keywords(opts) -> dict[str, Any]:
     import inspect
 
     names = [p for p in inspect.signature(run_search).parameters if p != "trainable"]
-    return {name: getattr(opts, name) for name in names}
+    from .cli import FLAG_FIELDS
+
+    return {name: getattr(opts, FLAG_FIELDS.get(name, name)) for name in names}
 
 
 def load_model(source: str | Path, family: str = "time-dependent", tracking_uri: str | None = None,

@@ -1,5 +1,5 @@
 """What a search and its dry run both check before they start: the flags against the search
-space, and the dataset against the game (its splits decoded, so a corrupt file fails here)."""
+space, and the dataset against the scenario (its splits decoded, so a corrupt file fails here)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ def load_config(opts: SearchOptions) -> SearchConfig:
     if opts.space is not None:
         cfg = load_search_config(opts.space, opts.profile)
     elif opts.builtin:
-        cfg = load_search_config(space_path(opts.game), opts.profile)
+        cfg = load_search_config(space_path(opts.scenario), opts.profile)
     else:
         from ..data import read_manifest
         from ..config.generic import generic_config
 
-        cfg = generic_config(opts.game, read_manifest(opts.data).length, opts.profile)
-    if cfg.game != opts.game:
-        raise ConfigError(f"{cfg.source}: game {short(cfg.game)} does not match --game {opts.game}")
+        cfg = generic_config(opts.scenario, read_manifest(opts.data).length, opts.profile)
+    if cfg.scenario != opts.scenario:
+        raise ConfigError(f"{cfg.source}: scenario {short(cfg.scenario)} does not match --game {opts.scenario}")
     cfg = apply_overrides(cfg, opts.overrides)
     if opts.final_seeds is not None:
         cfg = dataclasses.replace(cfg, final_seeds=opts.final_seeds)
@@ -68,10 +68,11 @@ def recipe_note(opts: SearchOptions) -> str | None:
             f"{best['val/auc']:.3f} (report.md beside it); the lambda schedule may not matter on this data")
 
 
-def check_game(manifest, opts: SearchOptions, data_path) -> None:
-    """The dataset is the scenario's: its built-in game, or for one's own data, its name."""
-    if manifest.scenario != opts.game:
-        raise DataError(f"--data {data_path}: holds a dataset of game {short(manifest.game)}, not --game {opts.game}")
+def check_scenario(manifest, opts: SearchOptions, data_path) -> None:
+    """The dataset is the scenario's: a built-in one's, or for one's own data, the one of its name."""
+    if manifest.scenario != opts.scenario:
+        raise DataError(f"--data {data_path}: holds a dataset of scenario {short(manifest.scenario)}, not --game "
+                        f"{opts.scenario}")
 
 
 def load_splits(dataset) -> Splits:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from ..arguments import (
     OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number, version_text)
 from ..config.space import parse_override
-from ..data import GAMES
+from ..data import BUILTIN_SCENARIOS
 from ..names import JOINT_SEARCHES, PROFILES
 from .storage import SearchError
 
@@ -29,7 +29,7 @@ MIN_SPLIT_ITEMS = 180
 class SearchOptions:
     """What the user asked for, checked; the defaults are the parser's (:func:`build_parser`)."""
 
-    game: str  # the scenario: a built-in game, or (--data without --game) the dataset's name
+    scenario: str  # --game: a built-in scenario; or (--data without --game) the dataset's name
     profile: str
     space: Path | None
     data: Path | None
@@ -64,12 +64,12 @@ class SearchOptions:
     @property
     def builtin(self) -> bool:
         """Whether the scenario is a built-in one (its packaged search space and GPU rates apply)."""
-        return self.game in GAMES
+        return self.scenario in BUILTIN_SCENARIOS
 
     @property
     def folder_name(self) -> str:
         """The run folder's name under --storage: --name, or ``<scenario>-<profile>-seed<s>``."""
-        return self.name if self.name is not None else f"{self.game}-{self.profile}-seed{self.seed}"
+        return self.name if self.name is not None else f"{self.scenario}-{self.profile}-seed{self.seed}"
 
     @property
     def parent_run_name(self) -> str:
@@ -79,20 +79,24 @@ class SearchOptions:
     @property
     def experiment_name(self) -> str:
         """The MLflow experiment: --experiment, or ``focus-tune/<scenario>``."""
-        return self.experiment if self.experiment is not None else f"focus-tune/{self.game}"
+        return self.experiment if self.experiment is not None else f"focus-tune/{self.scenario}"
+
+
+# The flags whose SearchOptions field has another name (the flag's, and run_search's keyword, kept).
+FLAG_FIELDS = {"game": "scenario"}
 
 
 def parse_options(argv: Sequence[str] | None = None) -> SearchOptions:
     """The flags as :class:`SearchOptions`; argparse exits on a bad flag, a SearchError names
     a bad combination (:func:`check_flags`), a DataError an unreadable --data manifest."""
     parser = build_parser()
-    args = vars(parser.parse_args(argv))
-    if args["game"] is None:
+    args = {FLAG_FIELDS.get(k, k): v for k, v in vars(parser.parse_args(argv)).items()}
+    if args["scenario"] is None:
         if args["data"] is None:
             parser.error("the following arguments are required: --game (or --data DIR, a dataset of your own)")
         from ..config.scenarios import scenario_of
 
-        args["game"] = scenario_of(args["data"])
+        args["scenario"] = scenario_of(args["data"])
     args["overrides"] = tuple(parse_override(text) for text in args["overrides"])  # a ConfigError names a bad one
     options = SearchOptions(**args)
     check_flags(options)
@@ -104,8 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m focus_tune.search",
         description="Staged search of the time-dependent logit regularization of a foCus simulator.",
     )
-    p.add_argument("--game", choices=GAMES,
-                   help="a built-in scenario (search_spaces/<game>.yaml); without it, --data names the scenario")
+    p.add_argument("--game", choices=BUILTIN_SCENARIOS,
+                   help="a built-in scenario (search_spaces/<scenario>.yaml); without it, --data names the scenario")
     p.add_argument("--profile", default="quick", choices=PROFILES,
                    help="smoke: seconds (tests); quick: a laptop (default); paper: the paper's sizes (GPUs)")
     p.add_argument("--space", type=Path, help="a search-space YAML of your own instead of the packaged one")
@@ -258,7 +262,7 @@ def check_flags(args: SearchOptions) -> None:
 
         check_data_folder(args.data)
     if not args.builtin and args.data is None:
-        raise SearchError(f"scenario {args.game!r} is not built in: pass its dataset with --data")
+        raise SearchError(f"scenario {args.scenario!r} is not built in: pass its dataset with --data")
 
 
 def check_split_sizes(args: SearchOptions) -> None:

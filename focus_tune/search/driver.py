@@ -22,7 +22,7 @@ from ..procedure.state import DiskFull
 from ..quote import short
 from ..sim.model_io import DataInfo
 from . import ray_runtime
-from .checks import check_game, load_config, load_splits
+from .checks import check_scenario, load_config, load_splits
 from .cli import SearchOptions, check_split_sizes
 from .lock import SearchLock
 from .progress import Progress, fmt_s
@@ -47,9 +47,9 @@ def prepare(opts: SearchOptions) -> Prepared:
     (the caller holds the run folder's lock: :func:`run`)."""
     check_split_sizes(opts)  # a dataset of one's own too small to tell a family from image-blind
     cfg = load_config(opts)
-    data_path = opts.data or ensure_dataset(opts.game, opts.profile, opts.data_root, seed=opts.seed)
+    data_path = opts.data or ensure_dataset(opts.scenario, opts.profile, opts.data_root, seed=opts.seed)
     dataset = load_dataset(data_path)
-    check_game(dataset.manifest, opts, data_path)
+    check_scenario(dataset.manifest, opts, data_path)
     splits = load_splits(dataset)
     folder = run_dir(opts)
     made = fingerprint(opts, cfg, data_path, dataset.manifest.files)
@@ -88,7 +88,7 @@ def run(opts: SearchOptions, trainable=None) -> int:
         prep = prepare(opts)
         INTERRUPT.check()
         m = prep.dataset.manifest
-        print(f"focus-tune: {opts.game} ({opts.profile}) | data {prep.data_path}: "
+        print(f"focus-tune: {opts.scenario} ({opts.profile}) | data {prep.data_path}: "
               f"{m.splits['train']}/{m.splits['val']}/{m.splits['test']} items, L={m.length}, "
               f"{m.num_classes} classes, images {tuple(m.image_shape)}", flush=True)
         ray_runtime.start_ray(opts)
@@ -155,7 +155,7 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
     try:
         write_config(folder, cfg, opts.overrides)  # config.yaml: what --space takes back
         if new_parent:
-            tracker.log_search(params={"game": opts.game, "profile": opts.profile, "seed": opts.seed,
+            tracker.log_search(params={"scenario": opts.scenario, "profile": opts.profile, "seed": opts.seed,
                                        "joint_search": opts.joint_search, "joint_budget": opts.joint_budget,
                                        "data": str(prep.data_path), "run_folder": str(folder.resolve()),
                                        **{f"grid.{k}": v for k, v in cfg.to_dict()["grid"].items()},

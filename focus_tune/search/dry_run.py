@@ -8,7 +8,7 @@ from ..config.space import SearchConfig
 from ..data import get_spec, load_dataset
 from ..procedure.plan import SearchPlan
 from ..procedure.rates import resolve_pack
-from .checks import check_game, load_splits
+from .checks import check_scenario, load_splits
 from .cli import SearchOptions
 from .storage import SearchError, read_state, run_dir
 
@@ -25,21 +25,21 @@ def dry_run(cfg: SearchConfig, opts: SearchOptions) -> int:
     except RatesError as err:
         raise SearchError(str(err)) from None
     if opts.data is None:
-        shape = get_spec(opts.game, opts.profile)
-    else:  # the same checks as a real run: the game, and every split decoded
+        shape = get_spec(opts.scenario, opts.profile)
+    else:  # the same checks as a real run: the scenario, and every split decoded
         dataset = load_dataset(opts.data)
-        check_game(dataset.manifest, opts, opts.data)
+        check_scenario(dataset.manifest, opts, opts.data)
         load_splits(dataset)
         shape = dataset.manifest
     length = shape.length
     plan = SearchPlan(cfg.grid, length=length, seed=opts.seed, final_seeds=cfg.final_seeds)
-    print(f"focus-tune dry run: {opts.game} ({opts.profile}), L={length}, "
+    print(f"focus-tune dry run: {opts.scenario} ({opts.profile}), L={length}, "
           f"{cfg.train.epochs} epochs per training, grid {cfg.to_dict()['grid']}")
     folder = run_dir(opts)
     state = read_state(folder)
     measured = measured_trial_minutes(state.trial_seconds, opts.seed) if state else None
     minutes, eval_minutes, source = trial_minutes_for(opts.trial_minutes, measured, f"the median training of {folder}",
-                                                      cfg, opts.game, opts.profile, opts.gpus_per_trial,
+                                                      cfg, opts.scenario, opts.profile, opts.gpus_per_trial,
                                                       builtin_data=opts.data is None, rates=rates)
     measured_on = set()  # the cards whose measured rates the printed times come from
     if opts.cluster_gpus and minutes:

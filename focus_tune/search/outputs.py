@@ -70,7 +70,7 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
     # The search itself (every stage's candidates, each family's validation ECE over epochs) in the report.
     search = search_trace(plan, state.results, tracker.metric_histories("val/ece"),
                           score=f"validation marginal {SELECT_NAMES[cfg.train.select_by]}", stopped=state.stopped)
-    report = write_report(out, opts.game, opts.profile, finals, schedules, m.class_names, m.condition_class,
+    report = write_report(out, opts.scenario, opts.profile, finals, schedules, m.class_names, m.condition_class,
                           search=search, data_notes=data_notes(dataset, finals) + recipe_notes(opts),
                           overrides=[override_text(k, v) for k, v in opts.overrides],
                           recommendation=recommendation.lines if recommendation else ())
@@ -132,7 +132,7 @@ def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
     reads at that test size, and how much of its test split was censored (nothing for a
     built-in scenario's generated data, which has every row and no censoring)."""
     from ..scoring.baselines import EXACT, IMAGE_BAYES, ORACLE
-    from ..data import GAMES
+    from ..data import BUILTIN_SCENARIOS
 
     m, test = dataset.manifest, dataset.test
     why = {
@@ -142,7 +142,7 @@ def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
     }
     notes = [f"Row `{row}` is absent: it {reason}, which this dataset does not carry."
              for row, reason in why.items() if not rows.get(row)]
-    if m.scenario not in GAMES:  # one's own data: how far its sizes carry
+    if m.scenario not in BUILTIN_SCENARIOS:  # one's own data: how far its sizes carry
         sizes = {s: len(getattr(dataset, s)) for s in ("train", "val", "test")}
         n = sizes["test"]
         notes.append(f"Split sizes: train {sizes['train']}, validation {sizes['val']}, test {n} items. A calibrated "
@@ -195,7 +195,7 @@ def censored_noise_notes(rows: dict[str, list[dict]]) -> list[str]:
 def search_description(opts: SearchOptions, schedules: dict[str, str], folder: Path) -> str:
     """The parent run's description in the MLflow UI: what the search chose and where to look."""
     chosen = "\n".join(f"- {family}: `{schedule}`" for family, schedule in schedules.items())
-    return (f"The {opts.profile} search of **{opts.game}** (seed {opts.seed}). Chosen schedules:\n\n{chosen}\n\n"
+    return (f"The {opts.profile} search of **{opts.scenario}** (seed {opts.seed}). Chosen schedules:\n\n{chosen}\n\n"
             "Report: the artifacts `report/results.md` (test tables, reference rows, paired tests) and "
             f"`report/search.png` (every stage's candidates), also in `{folder.resolve() / 'report'}`. The trials are "
             "this run's child runs: filter with `tags.stage = \"stage1\"` (or `joint`, `constant`, ...), "
@@ -287,7 +287,7 @@ def log_final_models(plan: SearchPlan, state: SearchState, cfg: SearchConfig, da
         model = build_model(cfg.train, data_info)
         model.load_state_dict(load_checkpoint(tune.Checkpoint(path))["model"])
         saved = save_model(folder / "models" / family, model.eval().to(torch.float32), cfg.train, data_info,
-                           extra={"family": family, "trial_id": trained, "game": manifest.scenario,
+                           extra={"family": family, "trial_id": trained, "scenario": manifest.scenario,
                                   "class_names": list(manifest.class_names), "length": manifest.length,
                                   "image_shape": list(manifest.image_shape)})
         model_id = tracker.log_model(saved, name=f"model-{family}", metrics=headline(summary, family))

@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from ..config.fields import RENAMED_KEYS
 from ..config.space import dump_search_config, override_text
 from ..durable import write_atomic
 from ..procedure.state import EXPERIMENT_KEY, OVERRIDES_KEY, STATE_FILE, SearchError, SearchState, read_state
@@ -54,11 +55,23 @@ def fingerprint(opts, cfg, data_path: Path, files) -> dict:
     return json.loads(json.dumps(d, default=str))
 
 
+def _current(fingerprint: dict) -> dict:
+    """``fingerprint`` with its config's keys under today's names."""
+    config = fingerprint.get("config")
+    if not isinstance(config, dict):
+        return fingerprint
+    config = {RENAMED_KEYS[""].get(k, k): v for k, v in config.items()}
+    if isinstance(config.get("train"), dict):
+        config["train"] = {RENAMED_KEYS["train"].get(k, k): v for k, v in config["train"].items()}
+    return {**fingerprint, "config": config}
+
+
 def check_resumable(state_path: Path, recorded: dict, now: dict) -> None:
     """Refuse to resume the search of ``state_path`` (fingerprint ``recorded``) with another
     fingerprint: a --set override or an --experiment that differs by name, else as another
-    config or dataset."""
-    if recorded == now:
+    config or dataset. A config recorded under a key's former name (``config.fields.RENAMED_KEYS``:
+    ``game``, ``train.absorbing``) is the same config under today's."""
+    if _current(recorded) == now:
         return
     differ = []
     was, given = recorded.get(OVERRIDES_KEY, {}), now.get(OVERRIDES_KEY, {})  # absent: made without --set

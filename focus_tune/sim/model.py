@@ -191,7 +191,7 @@ class Simulator(nn.Module):
         length: int,
         generator: torch.Generator | None = None,
         prefix: Sequence[int] | None = None,
-        absorbing: int | None = None,
+        forced_event: int | None = None,
         temperature: torch.Tensor | None = None,
         rao_blackwell: int | None = None,
     ):
@@ -199,10 +199,10 @@ class Simulator(nn.Module):
 
         prefix: classes forced as the first entries (exact conditioning on a prefix: the
             later entries are drawn from p(y_i | x, prefix, ...)).
-        absorbing: a class that, once drawn, is forced to repeat to the end (END, dead).
+        forced_event: a class that, once drawn, is forced to repeat to the end (END, dead).
             Such rows need no more LSTM work, so they are dropped from the batch; the result
             is identical to running every row to the end with the class forced. This is
-            exact only for a model whose own p(absorbing -> absorbing) is 1; for any other
+            exact only for a model whose own p(event -> event) is 1; for any other
             it hides the rows that would leave the class. None (the default): every row is
             drawn to the end from the model's own conditionals.
         temperature: optional [L] positive temperatures, one per entry: entry i is drawn
@@ -226,11 +226,11 @@ class Simulator(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            return self._sample(images, num_samples, length, generator, prefix, absorbing, temperature, rao_blackwell)
+            return self._sample(images, num_samples, length, generator, prefix, forced_event, temperature, rao_blackwell)
         finally:
             self.train(was_training)
 
-    def _sample(self, images, num_samples, length, generator, prefix, absorbing, temperature, rao_blackwell=None):
+    def _sample(self, images, num_samples, length, generator, prefix, forced_event, temperature, rao_blackwell=None):
         device = images.device
         B, M, L, c = images.shape[0], num_samples, length, self.num_classes
         prefix = list(prefix or [])
@@ -238,8 +238,8 @@ class Simulator(nn.Module):
             raise ValueError(f"prefix of {len(prefix)} entries is longer than length {L}")
         if any(not 0 <= p < c for p in prefix):
             raise ValueError(f"prefix classes must be in [0, {c}), got {prefix}")
-        if absorbing is not None and not 0 <= absorbing < c:
-            raise ValueError(f"absorbing class must be in [0, {c}), got {absorbing}")
+        if forced_event is not None and not 0 <= forced_event < c:
+            raise ValueError(f"forced_event (the absorbing class to force) must be in [0, {c}), got {forced_event}")
         if temperature is not None:
             temperature = torch.as_tensor(temperature, dtype=torch.float64, device=device)
             if temperature.shape != (L,) or not bool((temperature > 0).all()):
@@ -272,10 +272,10 @@ class Simulator(nn.Module):
                 rb.add(i, rows, draw if p is None else p, draw)
             out[rows, i] = draw
             prev = draw
-            if absorbing is not None and i + 1 < L:
-                alive = draw != absorbing
+            if forced_event is not None and i + 1 < L:
+                alive = draw != forced_event
                 if not bool(alive.all()):
-                    out[rows[~alive], i + 1 :] = absorbing
+                    out[rows[~alive], i + 1 :] = forced_event
                     rows, prev, h, cell = rows[alive], prev[alive], h[alive], cell[alive]
                     if rows.numel() == 0:
                         break

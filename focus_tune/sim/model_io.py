@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..config.fields import RENAMED_KEYS
 from ..config.space import TrainConfig
 from ..names import MODEL_JSON, MODEL_WEIGHTS
 
@@ -35,6 +36,9 @@ FORMAT = "focus-tune-state-dict-npz"
 # The fields that shape the network: a model.json without them cannot be rebuilt.
 ARCHITECTURE_TRAIN = ("encoder", "embed_dim", "hidden")
 ARCHITECTURE_DATA = ("num_classes", "in_channels")
+# Fields renamed since a model.json was written: its train object's as a search space's
+# (config.fields.RENAMED_KEYS), its data object's ``game``, the scenario.
+FORMER_NAMES = {"train": RENAMED_KEYS["train"], "data": {"game": "scenario"}}
 
 
 @dataclass(frozen=True)
@@ -45,14 +49,13 @@ class DataInfo:
     event: int  # the absorbing class: END (games) or dead (FaceMed)
     condition_class: int  # the class conditioned on in the conditional metrics
     in_channels: int
-    game: str | None = None  # the built-in scenario (FaceMed's age groups), None for one's own data
+    scenario: str | None = None  # the built-in scenario (FaceMed's age groups), None for one's own data
 
     @classmethod
     def of(cls, manifest) -> "DataInfo":
         """From a dataset's manifest (``focus_tune.data.store.Manifest``)."""
         return cls(manifest.num_classes, manifest.event_class, manifest.condition_class, manifest.image_shape[0],
                    manifest.game)
-
 
 
 def build_model(train: TrainConfig, data: DataInfo):
@@ -63,12 +66,14 @@ def build_model(train: TrainConfig, data: DataInfo):
                      in_channels=data.in_channels, encoder_width=train.encoder_width)
 
 
-def _typed(cls, raw: Mapping[str, Any], required: tuple[str, ...], where: str):
-    """``cls`` from a JSON object written by any version: unknown keys are ignored, a missing
-    field with a default takes it, a missing field without one reads as None (not recorded;
-    a model saved before that field existed), except the ``required`` ones."""
+def _typed(cls, raw: Mapping[str, Any], required: tuple[str, ...], where: str, former: Mapping[str, str]):
+    """``cls`` from a JSON object written by any version: a field's ``former`` name reads as
+    the field, unknown keys are ignored, a missing field with a default takes it, a missing
+    field without one reads as None (not recorded; a model saved before that field existed),
+    except the ``required`` ones."""
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    raw = {**{former[k]: v for k, v in raw.items() if k in former}, **raw}
     missing = [name for name in required if name not in raw]
     if missing:
         raise ValueError(f"{where}: missing {', '.join(missing)} (needed to rebuild the model)")
@@ -83,12 +88,12 @@ def _typed(cls, raw: Mapping[str, Any], required: tuple[str, ...], where: str):
 
 def train_config(raw: TrainConfig | Mapping[str, Any], where: str = "train") -> TrainConfig:
     """A :class:`TrainConfig` from a model.json's ``train`` object (see :func:`_typed`)."""
-    return raw if isinstance(raw, TrainConfig) else _typed(TrainConfig, raw, ARCHITECTURE_TRAIN, where)
+    return raw if isinstance(raw, TrainConfig) else _typed(TrainConfig, raw, ARCHITECTURE_TRAIN, where, FORMER_NAMES["train"])
 
 
 def data_info(raw: DataInfo | Mapping[str, Any], where: str = "data") -> DataInfo:
     """A :class:`DataInfo` from a model.json's ``data`` object (see :func:`_typed`)."""
-    return raw if isinstance(raw, DataInfo) else _typed(DataInfo, raw, ARCHITECTURE_DATA, where)
+    return raw if isinstance(raw, DataInfo) else _typed(DataInfo, raw, ARCHITECTURE_DATA, where, FORMER_NAMES["data"])
 
 
 def save_model(folder: str | os.PathLike, model, train: TrainConfig, data: DataInfo,

@@ -264,7 +264,7 @@ class Tracker:
         folder = Path(folder)
         meta = json.loads((folder / MODEL_JSON).read_text())
         params = {f"train.{k}": v for k, v in (meta.get("train") or {}).items()}
-        params.update({k: meta[k] for k in ("family", "trial_id", "game") if meta.get(k) is not None})
+        params.update({k: meta[k] for k in ("family", "trial_id", "scenario") if meta.get(k) is not None})
         model = self.client.create_logged_model(
             self.experiment_id, name=name, source_run_id=self.parent_run_id,
             tags={**self.context, "format": str(meta.get("format"))},

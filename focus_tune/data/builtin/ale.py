@@ -315,13 +315,13 @@ class FrameCollector:
 def build_atari(spec: DatasetSpec, out_dir: str | os.PathLike, seed: int = 0, chunk: int = 2048,
                 stride: int | None = None) -> Path:
     """Build an Atari dataset with the sizes of `spec`; returns out_dir."""
-    if spec.game not in ATARI_GAMES:
-        raise ValueError(f"unknown Atari game {spec.game!r}; choose one of {', '.join(ATARI_GAMES)}")
-    model = PLAYER_MODELS[spec.game]
+    if spec.scenario not in ATARI_GAMES:
+        raise ValueError(f"unknown Atari game {spec.scenario!r}; choose one of {', '.join(ATARI_GAMES)}")
+    model = PLAYER_MODELS[spec.scenario]
     stride = stride or FRAME_STRIDE.get(spec.profile, 16)
     target = spec.mean_length_target
-    collector = FrameCollector(spec.game, spec.image_shape, stride, seed)
-    rng = np.random.default_rng([seed, ATARI_GAMES.index(spec.game)])
+    collector = FrameCollector(spec.scenario, spec.image_shape, stride, seed)
+    rng = np.random.default_rng([seed, ATARI_GAMES.index(spec.scenario)])
     calibration: dict[str, list[float] | float] = {}
     expected_sum = {split: 0.0 for split in spec.split_sizes}
     writer = DatasetWriter(out_dir, class_names=CLASS_NAMES, length=spec.length, image_shape=spec.image_shape,
@@ -344,7 +344,7 @@ def build_atari(spec: DatasetSpec, out_dir: str | os.PathLike, seed: int = 0, ch
                 writer.add(split, frames, sample_sequences(params, rng), exact_marginals=marginals,
                            extras={"episode": episodes, "frame": numbers})
         details = {
-            "rom": ROM_IDS[spec.game],
+            "rom": ROM_IDS[spec.scenario],
             "behaviour_policy": {"noop_start_max": _NOOP_START, "burn_in_frames": _BURN_IN,
                                  "action_change_prob": _CHANGE_PROB, "max_episode_frames": _MAX_EPISODE_FRAMES,
                                  "frame_stride": stride, "episodes": collector.episode + 1},
@@ -353,7 +353,7 @@ def build_atari(spec: DatasetSpec, out_dir: str | os.PathLike, seed: int = 0, ch
             "exact_mean_length": {s: expected_sum[s] / spec.split_sizes[s] for s in spec.split_sizes},
         }
         return writer.commit(
-            name=f"{spec.game}-{spec.profile}-seed{seed}", source=f"ale-py emulator ({ROM_IDS[spec.game]} ROM) + player model",
-            game=spec.game, profile=spec.profile, sampling_freq=spec.sampling_freq, generator="ale-player",
+            name=f"{spec.scenario}-{spec.profile}-seed{seed}", source=f"ale-py emulator ({ROM_IDS[spec.scenario]} ROM) + player model",
+            game=spec.scenario, profile=spec.profile, sampling_freq=spec.sampling_freq, generator="ale-player",
             generator_version=GENERATOR_VERSION, seed=seed, details=details,
         )

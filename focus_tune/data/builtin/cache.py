@@ -1,4 +1,4 @@
-"""The built-in datasets: build one, cache it under a root per (game, profile, seed), and what
+"""The built-in datasets: build one, cache it under a root per (scenario, profile, seed), and what
 the report needs to know of a built-in scenario (its generator's version, FaceMed's age groups)."""
 from __future__ import annotations
 
@@ -10,35 +10,35 @@ from ..store import DataError, read_manifest
 from .profiles import FACEMED, get_spec
 
 
-def evaluation_groups(extras: dict, game: str | None) -> dict:
+def evaluation_groups(extras: dict, scenario: str | None) -> dict:
     """Groups of items whose coverage the report shows apart (name -> mask [N]), from a
     split's extras: FaceMed's age regimes of the chain where FaceMed's split has ages
     (`facemed.age_bands`), else none (a column named `age` in one's own data is metadata)."""
-    if game == FACEMED and "age" in extras:
+    if scenario == FACEMED and "age" in extras:
         from .facemed import age_bands
 
         return age_bands(extras["age"])
     return {}
 
 
-def generator_version(game: str) -> str:
-    """Version of the generator that builds `game`'s default dataset."""
-    if game == FACEMED:
+def generator_version(scenario: str) -> str:
+    """Version of the generator that builds `scenario`'s default dataset."""
+    if scenario == FACEMED:
         from .facemed import GENERATOR_VERSION
     else:
         from .ale import GENERATOR_VERSION
     return GENERATOR_VERSION
 
 
-def build_dataset(game: str, profile: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
-    """Build the default offline dataset of `game` at `profile` sizes into out_dir (the dataset folder).
+def build_dataset(scenario: str, profile: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
+    """Build the default offline dataset of `scenario` at `profile` sizes into out_dir (the dataset folder).
 
-    game: facemed | hero | seaquest | riverraid | bankheist | roadrunner;
+    scenario: facemed | hero | seaquest | riverraid | bankheist | roadrunner;
     profile: smoke | quick | paper. The folder appears atomically when complete; an existing
     dataset there is replaced. Deterministic given seed.
     """
-    spec = get_spec(game, profile)
-    if game == FACEMED:
+    spec = get_spec(scenario, profile)
+    if scenario == FACEMED:
         from .facemed import build_facemed
 
         return build_facemed(spec, out_dir, seed)
@@ -47,24 +47,24 @@ def build_dataset(game: str, profile: str, out_dir: str | os.PathLike, seed: int
     return build_atari(spec, out_dir, seed)
 
 
-def dataset_dir(root: str | os.PathLike, game: str, profile: str, seed: int = 0) -> Path:
-    """Where `ensure_dataset` caches (game, profile, seed) under root."""
-    get_spec(game, profile)
-    return Path(root) / f"{game}-{profile}-seed{seed}"
+def dataset_dir(root: str | os.PathLike, scenario: str, profile: str, seed: int = 0) -> Path:
+    """Where `ensure_dataset` caches (scenario, profile, seed) under root."""
+    get_spec(scenario, profile)
+    return Path(root) / f"{scenario}-{profile}-seed{seed}"
 
 
-def is_current(folder: str | os.PathLike, game: str, profile: str, seed: int = 0) -> bool:
+def is_current(folder: str | os.PathLike, scenario: str, profile: str, seed: int = 0) -> bool:
     """Whether folder holds the dataset the current code and profile table would build."""
     try:
         manifest = read_manifest(folder)
     except DataError:
         return False
-    spec = get_spec(game, profile)
+    spec = get_spec(scenario, profile)
     return (
-        manifest.game == game
+        manifest.game == scenario
         and manifest.profile == profile
         and manifest.seed == seed
-        and manifest.generator_version == generator_version(game)
+        and manifest.generator_version == generator_version(scenario)
         and manifest.splits == spec.split_sizes
         and tuple(manifest.image_shape) == spec.image_shape
         and manifest.length == spec.length
@@ -72,8 +72,8 @@ def is_current(folder: str | os.PathLike, game: str, profile: str, seed: int = 0
     )
 
 
-def ensure_dataset(game: str, profile: str, root: str | os.PathLike, seed: int = 0) -> Path:
-    """The cached dataset folder of (game, profile, seed) under root, built first if missing.
+def ensure_dataset(scenario: str, profile: str, root: str | os.PathLike, seed: int = 0) -> Path:
+    """The cached dataset folder of (scenario, profile, seed) under root, built first if missing.
 
     A cached folder built by another generator version or for other profile sizes is
     rebuilt. A file lock serialises builders, so concurrent processes build once and the
@@ -82,14 +82,14 @@ def ensure_dataset(game: str, profile: str, root: str | os.PathLike, seed: int =
     """
     from filelock import FileLock
 
-    folder = dataset_dir(root, game, profile, seed)
-    if is_current(folder, game, profile, seed):
+    folder = dataset_dir(root, scenario, profile, seed)
+    if is_current(folder, scenario, profile, seed):
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(folder.parent / f".{folder.name}.lock")):
-        if not is_current(folder, game, profile, seed):
+        if not is_current(folder, scenario, profile, seed):
             # Holding the lock, any temporary folder of this name is a crashed build's leftover.
             for leftover in folder.parent.glob(f".{folder.name}.tmp-*"):
                 shutil.rmtree(leftover, ignore_errors=True)
-            build_dataset(game, profile, folder, seed)
+            build_dataset(scenario, profile, folder, seed)
     return folder

@@ -1,4 +1,4 @@
-"""Dataset sizes per (game, profile): the one table to edit.
+"""Dataset sizes per (scenario, profile) of the built-in scenarios: the one table to edit.
 
 `smoke` is for tests (seconds), `quick` for a 2-core laptop search (minutes), `paper` for
 the paper's split sizes (GPUs). Every builder reads its sizes, image resolution, padded
@@ -17,7 +17,7 @@ from ...names import PROFILES
 
 FACEMED = "facemed"
 ATARI_GAMES = ("hero", "seaquest", "riverraid", "bankheist", "roadrunner")
-GAMES = (FACEMED,) + ATARI_GAMES
+BUILTIN_SCENARIOS = (FACEMED,) + ATARI_GAMES
 
 # Paper, App. B: mean time to the next scoring event in seconds (60 Hz frames).
 PAPER_MEAN_LENGTH_S = {
@@ -41,7 +41,7 @@ class DatasetSpec:
     entry for games (entry i is at t = freq / 60 * i seconds) and 1 (year) for FaceMed.
     """
 
-    game: str
+    scenario: str
     profile: str
     train: int
     val: int
@@ -57,16 +57,16 @@ class DatasetSpec:
     @property
     def mean_length_target(self) -> float | None:
         """Target mean number of entries before END (games only): paper seconds * 60 / freq."""
-        if self.game == FACEMED:
+        if self.scenario == FACEMED:
             return None
-        return PAPER_MEAN_LENGTH_S[self.game] * 60.0 / self.sampling_freq
+        return PAPER_MEAN_LENGTH_S[self.scenario] * 60.0 / self.sampling_freq
 
 
 _SMOKE = (48, 24, 24)
 _QUICK = (1000, 250, 1000)
 _RGB32 = (3, 32, 32)
 
-# (game, profile): (train, val, test, (C, H, W), L, sampling freq)
+# (scenario, profile): (train, val, test, (C, H, W), L, sampling freq)
 _TABLE = {
     ("facemed", "smoke"): (*_SMOKE, _RGB32, 20, 1),
     ("facemed", "quick"): (*_QUICK, _RGB32, 100, 1),
@@ -89,15 +89,15 @@ _TABLE = {
 }
 
 SPECS: dict[tuple[str, str], DatasetSpec] = {
-    (game, profile): DatasetSpec(game, profile, tr, va, te, shape, length, freq)
-    for (game, profile), (tr, va, te, shape, length, freq) in _TABLE.items()
+    (scenario, profile): DatasetSpec(scenario, profile, tr, va, te, shape, length, freq)
+    for (scenario, profile), (tr, va, te, shape, length, freq) in _TABLE.items()
 }
 
 
-def get_spec(game: str, profile: str) -> DatasetSpec:
-    """The spec of (game, profile); an unknown name fails listing the valid ones."""
-    if game not in GAMES:
-        raise ValueError(f"unknown game {game!r}; choose one of {', '.join(GAMES)}")
+def get_spec(scenario: str, profile: str) -> DatasetSpec:
+    """The spec of (scenario, profile); an unknown name fails listing the valid ones."""
+    if scenario not in BUILTIN_SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; choose one of {', '.join(BUILTIN_SCENARIOS)}")
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    return SPECS[(game, profile)]
+    return SPECS[(scenario, profile)]

@@ -29,7 +29,7 @@ import numpy as np
 
 from ...names import SCENARIO_NAME
 from ...quote import short
-from ..builtin.profiles import GAMES
+from ..builtin.profiles import BUILTIN_SCENARIOS
 from ..store import (
     CENSOR_INSTEAD, CONDITION_NOT_EVENT, ONLY_EVENT_ABSORBING, SPLITS, STANDARD_COLUMNS, DataError, DatasetWriter,
     _check_replaceable, censored_items, sha256_file)
@@ -78,7 +78,7 @@ def write_dataset(
     frequent first entry of train other than the event). extras: per-item 1-D numeric columns.
     exact_marginals: float [N, L, c], P(Y_i = a | x), when the true process is known. name: the
     dataset's (and a search's scenario) name, default the folder's name: [A-Za-z0-9][A-Za-z0-9_.-]*,
-    not a built-in game's. source, details: what the manifest records of the data's origin;
+    not a built-in scenario's. source, details: what the manifest records of the data's origin;
     the counts (censored items and entries, padded items, split rule and seed) are added to
     ``details``; ``generator`` and ``split_rule`` name the importer and the split there.
     ``where(i)`` names item i in error messages (default ``sequences[i]``).
@@ -146,14 +146,14 @@ def write_dataset(
 def check_name(name: str, what: str = "--name") -> str:
     """A dataset name a search can use as its scenario: the search's own rule for a scenario
     name (``names.SCENARIO_NAME``: 1 to 64 letters, digits, '_', '.' and '-', starting with
-    a letter or digit; it names folders), not a built-in game's. ``what`` says where the name
+    a letter or digit; it names folders), not a built-in scenario's. ``what`` says where the name
     came from, for the message."""
     if not isinstance(name, str) or not re.fullmatch(SCENARIO_NAME, name):
         raise DataError(f"{what} {short(name, 60)} is not a dataset name: 1 to {MAX_NAME} letters, digits, '_', "
                         "'.' and '-', starting with a letter or digit (a search names its folders after it; "
                         "give one with --name)") from None
-    if name.lower() in GAMES:
-        raise DataError(f"{what} {name!r} is a built-in scenario's name ({', '.join(GAMES)}); "
+    if name.lower() in BUILTIN_SCENARIOS:
+        raise DataError(f"{what} {name!r} is a built-in scenario's name ({', '.join(BUILTIN_SCENARIOS)}); "
                         "give your own data another name (--name)")
     return name
 
