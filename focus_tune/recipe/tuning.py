@@ -454,11 +454,7 @@ def _fit(space, base, hand, splits, info, dataset, data_path, scenario, out, see
                                "recipe.reduction_factor": space.reduction_factor,
                                **{f"recipe.space.{k}": json.dumps(v) for k, v in space.dims.items()}})
     opts = SimpleNamespace(address=address)
-    import sys
-
-    if not ("ray._raylet" in sys.modules and os.environ.get("RAY_AUTH_MODE") == "token"
-            and os.environ.get("RAY_AUTH_TOKEN")):  # a second stage in one process: Ray holds its first token
-        ray_runtime.secure_local_ray(opts)
+    ray_runtime.secure_local_ray(opts)
     local = not ray_runtime.joins_cluster(opts)
     if local:
         for key, value in ray_runtime.NO_PRESTART.items():

@@ -64,7 +64,12 @@ def secure_local_ray(opts) -> None:
     """A local Ray requires a token made for this search: its GCS, raylet and workers listen
     on every interface (Ray 2.60 has no loopback-only switch), and with token authentication
     a stranger who reaches those ports is refused. The token lives only in this process's
-    environment (inherited by the Ray processes it starts); nothing is written to ~/.ray."""
+    environment (inherited by the Ray processes it starts); nothing is written to ~/.ray.
+
+    Each local Ray gets a token of its own, a second one in the same process too (a notebook's
+    ``run_recipe`` then ``run_search``): Ray's driver caches the token it first read (and takes
+    it out of the environment), so the cache is reset here, else the driver would present the
+    first token to a Ray started with the new one."""
     if joins_cluster(opts):
         return  # a cluster's own authentication applies (cluster.yaml: token auth everywhere)
     if "ray._raylet" in sys.modules and os.environ.get("RAY_AUTH_MODE") != "token":
@@ -72,6 +77,10 @@ def secure_local_ray(opts) -> None:
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    if "ray._raylet" in sys.modules:
+        from ray._raylet import AuthenticationTokenLoader
+
+        AuthenticationTokenLoader.instance().reset_cache()
 
 
 # A local Ray's raylet starts one idle worker per CPU (Python and Ray imported, ~0.4 CPU-s
