@@ -85,8 +85,3 @@ def number_above(low: float, inclusive: bool = False):
     check.__name__ = f"number > {low:g}"
     return check
 
-
-positive_int = int_at_least(1)
-non_negative_int = int_at_least(0)
-positive_number = number_above(0.0)
-non_negative_number = number_above(0.0, inclusive=True)

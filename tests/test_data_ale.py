@@ -12,7 +12,7 @@ from focus_tune.data.builtin.ale import (
     ALE_ACTIONS, CLASS_NAMES, END, PLAYER_MODELS, PlayerParams, build_atari, exact_marginals, params_from_manifest,
     player_params, sample_sequences)
 from focus_tune.data.builtin.profiles import PAPER_MEAN_LENGTH_S
-from focus_tune.data.store import time_to_event
+from focus_tune.data.sequences import time_to_event
 
 PAPER_FIRST_ENTRY = {"seaquest": "NOOP", "riverraid": "NOOP", "hero": "NOOP", "bankheist": "RIGHT",
                      "roadrunner": "LEFT"}

@@ -5,7 +5,9 @@
     write_dataset("data/mine", images=images, sequences=sequences, classes=names, event="END")
 
 ``store`` (the format: the manifest, the Parquet splits, their reader and writer),
-``images`` (the one image decoder), ``describe`` (``python -m focus_tune.data info``),
+``sequences`` (the rules of a sequence: the time to the event T, the observed entries),
+``splits`` (the seeded 70/20/10 split, of items or of groups), ``images`` (the one image
+decoder), ``describe`` (``python -m focus_tune.data info``),
 ``builtin/`` (the built-in scenarios' generators, sizes and cache), ``own/`` (one's own data:
 ``write_dataset`` and the importers), ``__main__`` (``python -m focus_tune.data``).
 See docs/DATA.md for the generators, the store format and the profile sizes.
@@ -27,7 +29,8 @@ _HOME = {
     "describe_dataset": "describe",
     "write_dataset": "own.write",
     "DataError": "store", "Dataset": "store", "DatasetWriter": "store", "Manifest": "store", "Split": "store",
-    "load_dataset": "store", "read_manifest": "store", "time_to_event": "store",
+    "load_dataset": "store", "read_manifest": "store",
+    "time_to_event": "sequences",
 }
 __all__ = sorted(_HOME)
 

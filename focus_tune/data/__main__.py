@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..arguments import OneLineParser, error_exit, non_negative_int, positive_int
+from ..arguments import OneLineParser, error_exit, int_at_least
 from . import ATARI_GAMES, BUILTIN_SCENARIOS, PROFILES, DataError, build_dataset, dataset_dir, load_dataset
 from .describe import describe, verified
 
@@ -34,7 +34,7 @@ def get_parser() -> argparse.ArgumentParser:
     build.add_argument("--game", dest="scenario", required=True, choices=BUILTIN_SCENARIOS)
     build.add_argument("--profile", default="quick", choices=PROFILES)
     build.add_argument("--out", type=Path, help="dataset folder (default: data/GAME-PROFILE-seedSEED)")
-    build.add_argument("--seed", type=non_negative_int, default=0)
+    build.add_argument("--seed", type=int_at_least(0), default=0)
 
     head = commands.add_parser("import-atari-head", help="convert one game of Atari-HEAD")
     head.add_argument("path", type=Path, help="the game's folder of *.txt and *.tar.bz2 trial files")
@@ -42,19 +42,20 @@ def get_parser() -> argparse.ArgumentParser:
     head.add_argument("--out", type=Path, required=True)
     head.add_argument("--profile", default="paper", choices=PROFILES,
                       help="take the image shape, padded length and sampling freq from this profile")
-    head.add_argument("--length", type=positive_int, help="padded length L (default: the profile's)")
-    head.add_argument("--freq", type=positive_int, help="frames per entry (default: the profile's)")
-    head.add_argument("--image-size", type=positive_int, nargs=2, metavar=("H", "W"), help="(default: the profile's)")
-    head.add_argument("--stride", type=positive_int, default=1, help="use every STRIDE-th frame as an input")
-    head.add_argument("--seed", type=non_negative_int, default=0, help="seed of the split by trial")
+    head.add_argument("--length", type=int_at_least(1), help="padded length L (default: the profile's)")
+    head.add_argument("--freq", type=int_at_least(1), help="frames per entry (default: the profile's)")
+    head.add_argument("--image-size", type=int_at_least(1), nargs=2, metavar=("H", "W"),
+                      help="(default: the profile's)")
+    head.add_argument("--stride", type=int_at_least(1), default=1, help="use every STRIDE-th frame as an input")
+    head.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the split by trial")
 
     utk = commands.add_parser("import-utkface", help="build FaceMed from a UTKFace folder")
     utk.add_argument("path", type=Path)
     utk.add_argument("--out", type=Path, required=True)
-    utk.add_argument("--image-size", type=positive_int, default=None,
+    utk.add_argument("--image-size", type=int_at_least(1), default=None,
                      help="square side in pixels (default: paper profile)")
-    utk.add_argument("--length", type=positive_int, default=None, help="padded length L in years (default: 100)")
-    utk.add_argument("--seed", type=non_negative_int, default=0)
+    utk.add_argument("--length", type=int_at_least(1), default=None, help="padded length L in years (default: 100)")
+    utk.add_argument("--seed", type=int_at_least(0), default=0)
 
     table = commands.add_parser("import-table", help="import your own data: a CSV, Parquet or JSON Lines table "
                                 "of image paths and class-name sequences")
@@ -102,16 +103,16 @@ def _own_data_flags(parser: argparse.ArgumentParser) -> None:
                         help="first-entry class of the conditional metrics, not the event (default: the most "
                              "frequent first entry of train other than the event)")
     parser.add_argument("--name", help="the dataset's (and a search's) name (default: the --out folder's name)")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the 70/20/10 split")
+    parser.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the 70/20/10 split")
 
 
 def _table_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--length", type=positive_int, help="padded length L (default: the longest sequence)")
+    parser.add_argument("--length", type=int_at_least(1), help="padded length L (default: the longest sequence)")
     parser.add_argument("--truncate", action="store_true", help="cut sequences longer than --length (else refused)")
     parser.add_argument("--classes", nargs="+", metavar="CLASS",
                         help="the class names in id order, separated by spaces or commas (default: those seen, "
                              "sorted; given, a sequence's class not among them is refused)")
-    parser.add_argument("--image-size", type=positive_int, nargs=2, metavar=("H", "W"),
+    parser.add_argument("--image-size", type=int_at_least(1), nargs=2, metavar=("H", "W"),
                         help="resize every image (required when their sizes differ)")
     parser.add_argument("--channels", type=int, choices=(1, 3),
                         help="1 (grayscale) or 3 (RGB); default: 1 if every image is grayscale, else 3")
@@ -182,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             path = import_utkface(args.path, args.out, image_size=args.image_size, length=args.length,
                                   seed=args.seed)
         elif args.command == "import-table":
-            from .own.write import command_line, import_table
+            from .own.table import import_table
+            from .own.write import command_line
 
             path = import_table(args.path, args.out, event=args.event, absorbing=args.absorbing,
                                 length=args.length, name=args.name, classes=args.classes,
@@ -192,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
                                 group_column=args.group_column, seed=args.seed, truncate=args.truncate,
                                 command=command_line(argv))
         elif args.command == "import-folder":
-            from .own.write import command_line, import_folder
+            from .own.folder import import_folder
+            from .own.write import command_line
 
             path = import_folder(args.path, args.out, event=args.event, absorbing=args.absorbing,
                                  length=args.length, name=args.name, classes=args.classes,
@@ -201,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                                  group_column=args.group_column, seed=args.seed, truncate=args.truncate,
                                  command=command_line(argv))
         elif args.command == "import-arrays":
-            from .own.write import command_line, import_arrays
+            from .own.arrays import import_arrays
+            from .own.write import command_line
 
             path = import_arrays(args.path, args.out, event=args.event, absorbing=args.absorbing, name=args.name,
                                  classes=args.classes, condition=args.condition, seed=args.seed,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..arguments import OneLineParser, error_exit, int_at_least, number_above, positive_int
+from ..arguments import OneLineParser, error_exit, int_at_least, number_above
 from ..names import ESTIMATORS, FAMILIES, PREDICT_DEFAULTS
 from .estimate import DEFAULT_ESTIMATOR, DEFAULT_SAMPLES, predict_one
 from .inputs import collect, parse_prefix
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracking-uri", help="the MLflow store of runs:/ and models:/ URIs (default sqlite:///mlflow.db here)")
     p.add_argument("--data", type=Path, help="the dataset the model was trained on, for a model that does not "
                                              "record its classes and image size")
-    p.add_argument("--num-samples", "-M", type=positive_int, default=DEFAULT_SAMPLES,
+    p.add_argument("--num-samples", "-M", type=int_at_least(1), default=DEFAULT_SAMPLES,
                    help=f"Monte Carlo samples per image (default {DEFAULT_SAMPLES})")
     p.add_argument("--seed", type=int_at_least(0), default=PREDICT_DEFAULTS["seed"],
                    help=f"sampling seed (default {PREDICT_DEFAULTS['seed']})")
@@ -47,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object per image and line instead of the summary")
     p.add_argument("--parquet", type=Path, metavar="PATH", help="also write every image's estimates as one Parquet file")
     p.add_argument("--figures", type=Path, metavar="DIR", help="also write one figure per image into DIR")
-    p.add_argument("--bands", type=positive_int, default=6, help="entry bands in the summary (default 6)")
-    p.add_argument("--top", type=positive_int, default=3, help="classes shown per band (default 3)")
+    p.add_argument("--bands", type=int_at_least(1), default=6, help="entry bands in the summary (default 6)")
+    p.add_argument("--top", type=int_at_least(1), default=3, help="classes shown per band (default 3)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to sample (default cpu)")
     return p
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.store import time_to_event  # the one rule of T, the data's: draws [N, M, L] -> [N, M]
+from ..data.sequences import time_to_event  # the one rule of T, the data's: draws [N, M, L] -> [N, M]
 from ..names import ESTIMATORS
 
 

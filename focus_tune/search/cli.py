@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..arguments import (
-    OneLineParser, non_negative_int, non_negative_number, positive_int, positive_number, version_text)
+from ..arguments import OneLineParser, int_at_least, number_above, version_text
 from ..config.space import parse_override
 from ..data import BUILTIN_SCENARIOS
 from ..names import JOINT_SEARCHES, PROFILES
@@ -127,33 +126,35 @@ def build_parser() -> argparse.ArgumentParser:
                                      "or its GCS HOST:PORT; default: start a local Ray")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")
     # One CPU (one torch thread) per trial: measured fastest on a laptop (search/driver.py, fit).
-    p.add_argument("--cpus-per-trial", type=positive_number, default=1.0,
+    p.add_argument("--cpus-per-trial", type=number_above(0.0), default=1.0,
                    help="CPUs per trial, also its torch threads (default 1)")
-    p.add_argument("--gpus-per-trial", type=non_negative_number, default=0.0,
+    p.add_argument("--gpus-per-trial", type=number_above(0.0, inclusive=True), default=0.0,
                    help="GPUs per trial; fractions below 1 share a GPU")
-    p.add_argument("--max-concurrent", type=positive_int, help="at most this many trials at once (default: no limit)")
+    p.add_argument("--max-concurrent", type=int_at_least(1),
+                   help="at most this many trials at once (default: no limit)")
     p.add_argument("--pack", type=pack_size, default=1,
                    help="train up to this many runnable candidates together as one trial, one program on its "
                         "device (for GPUs: docs/BENCHMARKS.md, 'Packed trials'); each keeps its own MLflow run, "
                         "checkpoint and result. 'auto': 1 without GPUs, else from the measured pack rates "
-                        "(focus_tune/procedure/gpu_pack_rates.json). Default 1: one per trial, the right choice on a CPU")
+                        "(focus_tune/procedure/gpu_pack_rates.json). Default 1: one per trial, the right choice on "
+                        "a CPU")
     p.add_argument("--wait-for-resources", action="store_true",
                    help="start even when no node has the CPUs/GPUs a trial needs, and wait for an autoscaler "
                         "to add one (default: fail at once, naming what the cluster has)")
-    p.add_argument("--seed", type=non_negative_int, default=0,
+    p.add_argument("--seed", type=int_at_least(0), default=0,
                    help="search seed; the finals use seed, seed+1, ... (--final-seeds of them)")
-    p.add_argument("--final-seeds", type=positive_int,
+    p.add_argument("--final-seeds", type=int_at_least(1),
                    help="retrainings of each family's winner, one per seed (default: the search space's "
                         "final_seeds, 3 as in the paper); the families share their seeds, so they are compared paired")
     p.add_argument("--resume", action="store_true", help="continue the search in its run folder")
     p.add_argument("--joint-search", choices=JOINT_SEARCHES, default="grid",
                    help="the joint lambda_all x k2 stage: the paper's grid, or Optuna with --joint-budget trainings")
-    p.add_argument("--joint-budget", type=positive_int,
+    p.add_argument("--joint-budget", type=int_at_least(1),
                    help="with --joint-search optuna: joint trainings Optuna may spend (default: half the grid's)")
     p.add_argument("--register", metavar="NAME", type=registered_name,
                    help="register each family's final model as a version of the MLflow registered model NAME, "
                         "with the family as its alias (models:/NAME@time-dependent)")
-    p.add_argument("--max-retries", type=non_negative_int, default=2,
+    p.add_argument("--max-retries", type=int_at_least(0), default=2,
                    help="retries of a crashed trial from its checkpoint")
     p.add_argument("--dry-run", action="store_true", help="print the trial plan and its cost, run nothing")
     p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
@@ -175,9 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{MIN_SPLIT_ITEMS} items (refused otherwise: its ECE could not tell a family from "
                         "image-blind; docs/DATA.md, 'How small')")
     p.add_argument("--version", action="version", version=version_text())
-    p.add_argument("--cluster-gpus", type=positive_int,
+    p.add_argument("--cluster-gpus", type=int_at_least(1),
                    help="with --dry-run: estimate wall time and GPU-hours on this many GPUs")
-    p.add_argument("--trial-minutes", type=positive_number,
+    p.add_argument("--trial-minutes", type=number_above(0.0),
                    help="with --cluster-gpus: minutes per training at --gpus-per-trial "
                         "(default: measured from this search's run folder, if any)")
     p.add_argument("--gpu-type", metavar="NAME", type=gpu_type,
@@ -194,7 +195,7 @@ def pack_size(text: str) -> int | str:
     if text == "auto":
         return text
     try:
-        return positive_int(text)
+        return int_at_least(1)(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text[:40]!r}") from None
 

@@ -33,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from ..images import load_rgb_resized
+from ..splits import split_counts
 from ..store import DataError, DatasetWriter
 from .ale import CLASS_NAMES, END
 from .profiles import ATARI_GAMES, get_spec
 
 HEADER = "frame_id,episode_id,score,duration(ms),unclipped_reward,action,gaze_positions"
-SPLIT_FRACTIONS = (0.7, 0.2, 0.1)
 GENERATOR_VERSION = "1"
 _NULL = "null"
 
@@ -276,8 +276,7 @@ def import_atari_head(folder: str | os.PathLike, game: str, out_dir: str | os.Pa
     rng = np.random.default_rng([seed, 0x4EAD])
     order = sorted(trials, key=lambda t: (len(_trial_key(t[0].name)), _trial_key(t[0].name), t[0].name))
     order = [order[i] for i in rng.permutation(len(order))]
-    n_train = min(round(SPLIT_FRACTIONS[0] * len(order)), len(order) - 2)  # leave one each for val, test
-    n_val = min(max(1, round(SPLIT_FRACTIONS[1] * len(order))), len(order) - n_train - 1)
+    n_train, n_val = split_counts(len(order))  # 70/20/10 of the trials, one each for val and test at least
     assignment = {"train": order[:n_train], "val": order[n_train:n_train + n_val], "test": order[n_train + n_val:]}
 
     _, height, width = spec.image_shape
