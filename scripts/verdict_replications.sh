@@ -49,7 +49,10 @@ for seed in $seeds; do
     python - "$run" "$storage/mlflow-$game-quick-seed$seed.db" "$dest/validation.json" <<'PY'
 import json, sys
 from pathlib import Path
-from focus_tune.replicate.analysis import validation_scores
+try:
+    from focus_tune.replicate.analysis import validation_scores
+except ImportError:  # a worktree from before the packages (its replicate/summary.py)
+    from focus_tune.replicate.summary import validation_scores
 run, db, out = map(Path, sys.argv[1:])
 state = run / "search_state.json"
 parent = json.loads(state.read_text()).get("parent_run_id") if state.exists() else None

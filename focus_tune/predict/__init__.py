@@ -21,6 +21,14 @@ Output: a summary on the terminal, ``--json`` (one JSON object per image and lin
 Each image gets its own generator, seeded from ``--seed`` and the image's pixels: its
 estimate does not depend on the other inputs or their order, the same image and seed give
 the same numbers, and different images get independent Monte Carlo noise.
+
+Modules: ``loading`` (the model: a folder, a run folder, an MLflow URI, a trial checkpoint),
+``inputs`` (images, folders, dataset items, ``--prefix``), ``estimate`` (the Monte Carlo
+estimates of one image), ``output`` (summary, Parquet, figures), ``cli``.
+
+Imports: tracking (an MLflow URI), report (its figures' style), scoring, sim, the procedure
+(a run folder's state, a checkpoint's job), data and the base modules; no Ray. ``pyfunc``
+wraps it for MLflow.
 """
 
 from importlib import import_module

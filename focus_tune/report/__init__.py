@@ -27,6 +27,9 @@ Modules: :mod:`.columns` (families, colours, table columns), :mod:`.stats` (mean
 tests with Holm's correction, summary), :mod:`.tables` (cells, tables, results.csv), :mod:`.markdown` (results.md),
 :mod:`.figures` (the final models' figures), :mod:`.trace` and :mod:`.search_figure` (the
 search), :mod:`.writer` (:func:`write_report`), :mod:`.cli` (``python -m focus_tune.report``).
+
+Imports: the procedure (the racing rule's record), scoring and the base modules; no Ray, no
+MLflow, nothing of the search.
 """
 
 from importlib import import_module

@@ -8,9 +8,20 @@ as soon as the plan allows; every trial is tracked in MLflow from this driver
 (``callbacks``), and the search state (``storage``) is saved after every trial so that
 ``--resume`` finishes an interrupted search without retraining what was done.
 
-Modules: ``api`` (``run_search``, ``load_model``, the CLI's ``main``), ``cli`` (flags), ``driver``
-(the run), ``searcher``, ``callbacks``, ``storage``, ``ray_runtime`` (starting Ray, slots,
-Ctrl-C), ``outputs`` (report, models, efficiency), ``dry_run``.
+Modules: ``api`` (``run_search``, ``load_model``, the CLI's ``main``), ``cli`` (flags, the one
+``SearchOptions``), ``driver`` (the run), ``searcher`` (the plan as a Ray Tune Searcher),
+``trainable`` (one trial or pack: train, validate, report), ``callbacks`` (driver-side: MLflow,
+the state, progress, retries), ``scheduler`` (racing's stop as a Tune TrialScheduler),
+``progress`` (the live bar, plain lines in logs), ``storage`` (run folder, resume checks),
+``lock`` (one driver per run folder), ``ray_runtime`` (starting Ray, slots, Ctrl-C),
+``checks`` (what a run and a dry run both check), ``dry_run``, ``outputs`` (report, models,
+efficiency).
+
+Imports: everything below it (procedure, the math, config, data, tracking, report, predict)
+and Ray; ``api`` also ``focus_tune.recipe`` (``run_recipe``). Nothing but the entry points (the
+Python API, ``python -m focus_tune``, the recipe stage) imports it. Modules without Ray
+(``cli``, ``storage``, ``checks``, ``progress``, ...) live here too: this ``__init__`` imports
+none of them until a name is asked for.
 """
 
 from importlib import import_module

@@ -1,4 +1,4 @@
-"""MLflow tracking: the only module that imports mlflow (and it imports no Ray).
+"""MLflow tracking: the one package that logs to MLflow (and it imports no Ray).
 
 One experiment per scenario, one parent run per search, and one nested child run per
 trial, written from the driver (the search's Ray Tune callback calls :class:`Tracker`):
@@ -9,6 +9,14 @@ by MLflow's context registry as ``mlflow.start_run`` would; the dataset is an in
 parent run and of every trial's run, named with a digest of its manifest; a final model
 is a logged model with a signature, an input example and its test metrics; the run of
 each stage's winner is tagged ``winner_of``.
+
+Modules: ``runs`` (``Tracker``: the parent run, a run per trial, logged models), ``lineage``
+(context tags, the dataset input), ``models`` (signatures, finding and downloading a logged
+model), ``outage`` (a tracking server that goes away is waited for), ``backend`` (where the
+store is, how to open its UI).
+
+Imports: MLflow, the procedure (``state``), ``interrupt`` and the base modules; nothing of the
+search, report or predict. Besides it only ``replicate`` (its record and analysis) imports MLflow.
 """
 
 from importlib import import_module
