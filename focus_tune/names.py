@@ -47,7 +47,7 @@ SCENARIO_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 PROFILES = ("smoke", "quick", "paper")  # the search spaces' profiles (and the built-in data sizes)
 ENCODERS = ("resnet18", "small")  # image encoders of the simulator
 PRECISIONS = ("bf16", "fp32")  # a GPU's training arithmetic (TrainConfig.precision)
-LR_SCHEDULES = ("constant", "onecycle", "decay")  # the learning rate over a training (focus_tune.sim.train.LearningRate)
+LR_SCHEDULES = ("constant", "onecycle", "decay")  # the learning rate over a training (sim.train.LearningRate)
 RACING = ("off", "record", "stop")  # racing of a stage's candidates (focus_tune.procedure.racing)
 JOINT_SEARCHES = ("grid", "optuna")  # how the joint lambda_all x k2 stage is searched
 # How an evaluation samples the event class (TrainConfig.event_sampling): from the model at every

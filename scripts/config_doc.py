@@ -163,7 +163,8 @@ def key_table(section: str, cls) -> list[str]:
 
 def profile_table() -> list[str]:
     """Each key's value at the top level (the paper profile) and where quick and smoke change it."""
-    raw = {scenario: read_yaml(space_path(scenario), f"search_spaces/{scenario}.yaml") for scenario in BUILTIN_SCENARIOS}
+    raw = {scenario: read_yaml(space_path(scenario), f"search_spaces/{scenario}.yaml")
+           for scenario in BUILTIN_SCENARIOS}
     resolved = {(scenario, profile): load_search_config(space_path(scenario), profile).to_dict()
                 for scenario in BUILTIN_SCENARIOS for profile in PROFILES}
     out = ["## Values of the built-in profiles", "",

@@ -447,4 +447,5 @@ def test_the_former_key_names_read_as_todays(tmp_path):
     old["game"] = old.pop("scenario")
     old["train"]["absorbing"] = old["train"].pop("event_sampling")
     assert SearchConfig.from_dict(old) == cfg
-    check_resumable(tmp_path / "search_state.json", {"config": old, "data": "d"}, {"config": cfg.to_dict(), "data": "d"})
+    check_resumable(tmp_path / "search_state.json", {"config": old, "data": "d"},
+                    {"config": cfg.to_dict(), "data": "d"})

@@ -127,7 +127,7 @@ def _in(module: str, prefixes) -> bool:
 def test_the_graph_is_read():
     graph = _graph()
     assert "focus_tune.search.driver" in graph and "focus_tune.procedure.plan" in graph["focus_tune.search.driver"]
-    assert "focus_tune.names" in graph["focus_tune.procedure.trials"] or "focus_tune.names" in graph["focus_tune.procedure.plan"]
+    assert "focus_tune.names" in graph["focus_tune.procedure.trials"] | graph["focus_tune.procedure.plan"]
 
 
 def test_no_import_cycle():
@@ -200,10 +200,11 @@ def test_the_config_checks_choices_from_names():
     """Every choice a search-space key is checked against is a tuple of focus_tune/names.py
     (SELECT_BY: the keys of names.SELECT_KEYS)."""
     tree = ast.parse((ROOT / "config" / "space.py").read_text())
-    from_names = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "names"
-                  for a in node.names}
-    choices = {node.args[0].id for node in ast.walk(tree) if isinstance(node, ast.Call)
-               and getattr(node.func, "id", None) in ("choice", "optional_choice") and isinstance(node.args[0], ast.Name)}
+    from_names = {a.asname or a.name for node in tree.body
+                  if isinstance(node, ast.ImportFrom) and node.module == "names" for a in node.names}
+    choices = {node.args[0].id for node in ast.walk(tree)
+               if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("choice", "optional_choice")
+               and isinstance(node.args[0], ast.Name)}
     assert choices and choices - {"SELECT_BY"} <= from_names and set(DOMAIN_NAMES) >= choices - {"SELECT_BY"}
 
 

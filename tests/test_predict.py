@@ -24,7 +24,8 @@ from focus_tune.sim.model_io import save_model
 
 CLASSES = ["a", "b", "c", "dead"]
 L = 12
-TRAIN = {"encoder": "small", "embed_dim": 16, "hidden": 16, "encoder_width": 64, "event_sampling": "model", "alpha": 0.9}
+TRAIN = {"encoder": "small", "embed_dim": 16, "hidden": 16, "encoder_width": 64, "event_sampling": "model",
+         "alpha": 0.9}
 INFO = {"num_classes": 4, "event": 3, "condition_class": 0, "in_channels": 3}
 
 

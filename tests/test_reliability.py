@@ -79,8 +79,8 @@ def test_yaml_alias_bomb_and_deep_nesting(tmp_path):
     from test_config import _alias_bomb
 
     text = (ROOT / "search_spaces" / "facemed.yaml").read_text()
-    (tmp_path / "bomb.yaml").write_text(text.replace("game: facemed", f"game: {_alias_bomb()}"))
-    (tmp_path / "deep.yaml").write_text(text.replace("game: facemed", "game: " + "[" * 20000 + "]" * 20000))
+    (tmp_path / "bomb.yaml").write_text(text.replace("scenario: facemed", f"scenario: {_alias_bomb()}"))
+    (tmp_path / "deep.yaml").write_text(text.replace("scenario: facemed", "scenario: " + "[" * 20000 + "]" * 20000))
     assert_one_line_error(search(tmp_path, "--game", "facemed", "--space", "bomb.yaml", "--dry-run"),
                           "bomb.yaml", "YAML aliases")
     assert_one_line_error(search(tmp_path, "--game", "facemed", "--space", "deep.yaml", "--dry-run"),
@@ -99,7 +99,7 @@ def test_dataset_of_another_game_and_nan_marginals(tmp_path):
     write_small(tmp_path / "toy")  # its manifest says game "toy"
     for flags in ([], ["--dry-run"]):
         assert_one_line_error(search(tmp_path, "--game", "facemed", "--data", "toy", *flags),
-                              "--data toy", "game 'toy', not --game facemed")
+                              "--data toy", "scenario 'toy', not --game facemed")
     write_small(tmp_path / "nan")
     manifest = tmp_path / "nan" / "manifest.json"
     manifest.write_text(manifest.read_text().replace('"game": "toy"', '"game": "facemed"'))

@@ -16,12 +16,12 @@ from importlib import import_module
 # Each public name -> the module of this package that defines it, imported on first use
 # (PEP 562), so that importing the package imports none of them.
 _HOME = {
-    "EVENT_SAMPLING": "space", "ConfigError": "space", "ENCODERS": "space", "ESTIMATORS": "space", "GridConfig": "space",
-    "MAX_DEPTH": "space", "MAX_FILE_BYTES": "space", "MAX_INT": "space", "MAX_K2": "space", "MAX_NODES": "space",
-    "PRECISIONS": "space", "PROFILES": "space", "SELECT_BY": "space", "SETTABLE": "space", "SPACES_DIR": "space",
-    "SearchConfig": "space", "TrainConfig": "space", "apply_overrides": "space", "dump_search_config": "space",
-    "load_search_config": "space", "override_text": "space", "parse_override": "space",
-    "parse_search_space": "space", "space_path": "space", "yaml_text": "space",
+    "ConfigError": "space", "ENCODERS": "space", "ESTIMATORS": "space", "EVENT_SAMPLING": "space",
+    "GridConfig": "space", "MAX_DEPTH": "space", "MAX_FILE_BYTES": "space", "MAX_INT": "space", "MAX_K2": "space",
+    "MAX_NODES": "space", "PRECISIONS": "space", "PROFILES": "space", "SELECT_BY": "space", "SETTABLE": "space",
+    "SPACES_DIR": "space", "SearchConfig": "space", "TrainConfig": "space", "apply_overrides": "space",
+    "dump_search_config": "space", "load_search_config": "space", "override_text": "space",
+    "parse_override": "space", "parse_search_space": "space", "space_path": "space", "yaml_text": "space",
 }
 __all__ = sorted(_HOME)
 

@@ -43,9 +43,9 @@ SELECT_BY = tuple(SELECT_KEYS)  # the validation score a stage decides by
 # installed wheel the files themselves (package data).
 SPACES_DIR = Path(__file__).resolve().parents[1] / "search_spaces"
 
-__all__ = [  # the public API; the checks and the strict YAML live in config_checks and yaml_strict
-    "ENCODERS", "ESTIMATORS", "EVENT_SAMPLING", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES", "PRECISIONS",
-    "PROFILES", "SELECT_BY", "SETTABLE", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
+__all__ = [  # the public API; the checks and the strict YAML live in config.fields and config.strict_yaml
+    "ENCODERS", "ESTIMATORS", "EVENT_SAMPLING", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES",
+    "PRECISIONS", "PROFILES", "SELECT_BY", "SETTABLE", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
     "apply_overrides", "dump_search_config", "load_search_config", "override_text", "parse_override",
     "parse_search_space", "space_path", "yaml_text",
 ]
@@ -114,8 +114,8 @@ class TrainConfig:
         "steps, cosine decay to ~0) or `decay` (constant, then a cosine to ~0 over the last 20 % of the steps).",
         paper="constant", default="constant")
     racing: str = documented(
-        "Racing (focus_tune.procedure.racing): `stop` validates every candidate at epoch `race_at` as well and stops one "
-        "that is behind its stage's leader by more than `race_se` standard errors (plus `tie_se` where the tie "
+        "Racing (focus_tune.procedure.racing): `stop` validates every candidate at epoch `race_at` as well and stops "
+        "one that is behind its stage's leader by more than `race_se` standard errors (plus `tie_se` where the tie "
         "rule could still choose it); `record` validates and keeps the race epoch's scores without stopping (to "
         "measure the rule); `off`: neither.", paper="off (no racing)", default="off")
     race_at: int = documented("The race epoch; with racing on it must be in 1..epochs-1.", paper="not used",
@@ -316,7 +316,8 @@ _GRID_CHECKS: dict[str, Callable[[Context, Any, str], Any]] = {
 assert set(_TRAIN_CHECKS) == {f.name for f in fields(TrainConfig)}
 assert set(_GRID_CHECKS) == {f.name for f in fields(GridConfig)}
 # The check of every key a file holds, by section ("": the top level), for docs/CONFIG.md's "allowed".
-FIELD_CHECKS = {"": {"scenario": scenario_name, "final_seeds": positive_int}, "train": _TRAIN_CHECKS, "grid": _GRID_CHECKS}
+FIELD_CHECKS = {"": {"scenario": scenario_name, "final_seeds": positive_int}, "train": _TRAIN_CHECKS,
+                "grid": _GRID_CHECKS}
 
 
 TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}

@@ -388,7 +388,8 @@ def run_recipe(
     if (data is None) == (game is None):
         raise SearchError("give data= (a dataset folder) or game= (a built-in scenario), one of them")
     if game is not None and game not in BUILTIN_SCENARIOS:
-        raise SearchError(f"game={game!r}: choose one of {', '.join(BUILTIN_SCENARIOS)}, or pass a dataset of your own as data=")
+        raise SearchError(f"game={game!r}: choose one of {', '.join(BUILTIN_SCENARIOS)}, or pass a dataset of your "
+                          "own as data=")
     if profile not in PROFILES:
         raise SearchError(f"profile={profile!r}: choose one of {', '.join(PROFILES)}")
     for name, value in (("trials", trials), ("trial_minutes", trial_minutes), ("cpus_per_trial", cpus_per_trial),
@@ -651,7 +652,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "batch size) on the validation CE with Ray Tune's OptunaSearch and ASHAScheduler, and write the "
                     "lambda search's space with it (space.yaml) and the regime's report (report.md, report.json).")
     p.add_argument("--data", type=Path, help="a dataset folder of your own (python -m focus_tune.data import-...)")
-    p.add_argument("--game", choices=BUILTIN_SCENARIOS, help="a built-in scenario (its dataset built under --data-root)")
+    p.add_argument("--game", choices=BUILTIN_SCENARIOS,
+                   help="a built-in scenario (its dataset built under --data-root)")
     p.add_argument("--profile", default="quick", choices=PROFILES,
                    help="the base profile of the data's space (the recipe becomes its train:) and of recipe.yaml")
     p.add_argument("--trials", type=int, help="Optuna's suggestions (default: recipe.yaml's budget.trials)")

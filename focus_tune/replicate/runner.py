@@ -87,7 +87,8 @@ class Runner:
             with self.lock:
                 self.done += 1
                 done = self.done
-            self.say(f"[{done}/{R}] {job.scenario} seed {job.seed}: finished before, not run again ({chosen(job.folder)})")
+            self.say(f"[{done}/{R}] {job.scenario} seed {job.seed}: finished before, not run again "
+                     f"({chosen(job.folder)})")
             return
         cmd = job.command()
         job.log.parent.mkdir(parents=True, exist_ok=True)

@@ -136,8 +136,8 @@ def markdown(v: dict) -> list[str]:
         paper = row["paper"] or {}
         ece = " → ".join(f"{x:.3f}" for x in paper["ece"]) if "ece" in paper else "n/a"
         cov = " → ".join(f"{x:.2f}" for x in paper["coverage"]) if "coverage" in paper else "n/a"
-        lines.append(f"| {NAMES.get(scenario, scenario)} | {row['runs']} | {_num(row['none']['test/marginal/ece'], 4)} | "
-                     f"{_num(row['none']['test/interval/coverage'])} | " + " | ".join(cells)
+        lines.append(f"| {NAMES.get(scenario, scenario)} | {row['runs']} | "
+                     f"{_num(row['none']['test/marginal/ece'], 4)} | {_num(row['none']['test/interval/coverage'])} | " + " | ".join(cells)
                      + f" | {regime} | {ece} | {cov} |")
     return lines
 
@@ -167,7 +167,8 @@ def search_times(folders: dict[str, Path]) -> dict[str, dict[str, dict]]:
     for scenario, folder in folders.items():
         for f in sorted((folder / "searches").glob("seed*/provenance.json")):
             r = json.loads(f.read_text())
-            group = out.setdefault(scenario, {}).setdefault(f"{r['cpu']}, {r['cores']} cores", {"wall_s": [], "commits": []})
+            group = out.setdefault(scenario, {}).setdefault(f"{r['cpu']}, {r['cores']} cores",
+                                                            {"wall_s": [], "commits": []})
             group["wall_s"].append(r["wall_s"])
             group["commits"] = sorted({*group["commits"], r["commit"][:7]})
     return out
@@ -181,8 +182,8 @@ def times_markdown(times: dict[str, dict[str, dict]]) -> list[str]:
     for scenario, machines in times.items():
         for machine, t in machines.items():
             minutes = np.array(t["wall_s"], dtype=float) / 60
-            lines.append(f"| {NAMES.get(scenario, scenario)} | {minutes.size} | {minutes.mean():.1f} min ({minutes.min():.1f}-"
-                         f"{minutes.max():.1f}) | {', '.join(t['commits'])} | {machine} |")
+            lines.append(f"| {NAMES.get(scenario, scenario)} | {minutes.size} | {minutes.mean():.1f} min "
+                         f"({minutes.min():.1f}-{minutes.max():.1f}) | {', '.join(t['commits'])} | {machine} |")
     return lines
 
 

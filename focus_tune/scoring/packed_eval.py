@@ -74,7 +74,8 @@ def sample_packed(packed: PackedSimulator, images: torch.Tensor, num_samples: in
                 u = ahead.result()
                 if n + 1 < len(starts):
                     ahead = pool.submit(uniforms, starts[n + 1])
-                parts.append(_sample_chunk(packed, images[:, start : start + chunk], num_samples, length, u, forced_event))
+                parts.append(_sample_chunk(packed, images[:, start : start + chunk], num_samples, length, u,
+                                           forced_event))
     finally:
         packed.train(was_training)
     return torch.cat(parts, dim=1)

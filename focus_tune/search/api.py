@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from ..recipe.tuning import RecipeResult, run_recipe  # the recipe stage (python -m focus_tune.recipe); Ray imported on use
+from ..recipe.tuning import RecipeResult, run_recipe  # the recipe stage (python -m focus_tune.recipe); Ray on use
 from .storage import CONFIG_FILE, STATE_FILE, SearchError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -100,7 +100,8 @@ class TrialSplits:
     @cached_property
     def test_groups(self) -> dict[str, np.ndarray]:
         """The test items' groups (FaceMed's age bands: ``interval/coverage_<group>``)."""
-        return evaluation_groups({k: v[:len(self.test)] for k, v in self._data.test.extras.items()}, self._info.scenario)
+        return evaluation_groups({k: v[:len(self.test)] for k, v in self._data.test.extras.items()},
+                                 self._info.scenario)
 
 
 def run_trial(config: dict, data: Splits, on_epoch=None) -> None:
@@ -265,7 +266,8 @@ def _run_pack(pack: PackJob, data: Splits) -> None:
                                                                           for k in alive])
         vals = evaluate_packed(group, [splits.val] * len(alive), validation.num_samples, info.event,
                                [evaluation_generator(jobs[k].spec.seed, epoch) for k in alive], validation.ece_bins,
-                               validation.alpha, validation.event_sampling, per_entry=True, threads=max(1, pack.threads))
+                               validation.alpha, validation.event_sampling, per_entry=True,
+                               threads=max(1, pack.threads))
         eval_s = (time.perf_counter() - t0) / max(1, len(alive))
         with tempfile.TemporaryDirectory() as d:
             for k, val in zip(alive, vals):

@@ -226,7 +226,8 @@ class Simulator(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            return self._sample(images, num_samples, length, generator, prefix, forced_event, temperature, rao_blackwell)
+            return self._sample(images, num_samples, length, generator, prefix, forced_event, temperature,
+                                rao_blackwell)
         finally:
             self.train(was_training)
 

@@ -88,7 +88,9 @@ def _typed(cls, raw: Mapping[str, Any], required: tuple[str, ...], where: str, f
 
 def train_config(raw: TrainConfig | Mapping[str, Any], where: str = "train") -> TrainConfig:
     """A :class:`TrainConfig` from a model.json's ``train`` object (see :func:`_typed`)."""
-    return raw if isinstance(raw, TrainConfig) else _typed(TrainConfig, raw, ARCHITECTURE_TRAIN, where, FORMER_NAMES["train"])
+    if isinstance(raw, TrainConfig):
+        return raw
+    return _typed(TrainConfig, raw, ARCHITECTURE_TRAIN, where, FORMER_NAMES["train"])
 
 
 def data_info(raw: DataInfo | Mapping[str, Any], where: str = "data") -> DataInfo:

@@ -353,7 +353,8 @@ def build_atari(spec: DatasetSpec, out_dir: str | os.PathLike, seed: int = 0, ch
             "exact_mean_length": {s: expected_sum[s] / spec.split_sizes[s] for s in spec.split_sizes},
         }
         return writer.commit(
-            name=f"{spec.scenario}-{spec.profile}-seed{seed}", source=f"ale-py emulator ({ROM_IDS[spec.scenario]} ROM) + player model",
+            name=f"{spec.scenario}-{spec.profile}-seed{seed}",
+            source=f"ale-py emulator ({ROM_IDS[spec.scenario]} ROM) + player model",
             game=spec.scenario, profile=spec.profile, sampling_freq=spec.sampling_freq, generator="ale-player",
             generator_version=GENERATOR_VERSION, seed=seed, details=details,
         )
