@@ -1,4 +1,4 @@
-"""A new local MLflow store starts as a copy of an empty, migrated one (tracking.store): it
+"""A new local MLflow store starts as a copy of an empty, migrated one (tracking.backend): it
 must be the store MLflow would have made, and it must never replace a store that exists."""
 
 from __future__ import annotations
