@@ -24,7 +24,7 @@ Python API, ``python -m focus_tune``, the recipe stage) imports it. Modules with
 none of them until a name is asked for.
 """
 
-from importlib import import_module
+from ..lazy import exports
 
 # Each public name -> the module of this package that defines it, imported on first use
 # (PEP 562), so that importing the package imports none of them.
@@ -35,14 +35,4 @@ _HOME = {
 }
 __all__ = sorted(_HOME)
 
-
-def __getattr__(name: str):
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value  # later lookups are plain attributes
-    return value
-
-
-def __dir__():
-    return sorted([*globals(), *_HOME])
+__getattr__, __dir__ = exports(__name__, _HOME, globals())
