@@ -8,11 +8,16 @@
 # record (replications.db) and a scratch folder of links to the kept reports.
 #
 #   bash scripts/verdict_aggregate.sh /work/main /work/verdict-runs
+#
+# DATA_DIRS (space-separated folders, e.g. the worktree's data_cache): where the searches'
+# datasets (<game>-quick-seed<r>, rebuilt at will: python -m focus_tune.data build --game G
+# --profile quick --seed r) are found for the verdict's table of what the data show.
 set -euo pipefail
 main=$(cd "$1" && pwd)
 storage=$(mkdir -p "$2" && cd "$2" && pwd)
 games=${GAMES:-"facemed hero seaquest riverraid bankheist roadrunner"}
 folders=()
+datasets=()
 for game in $games; do
   kept=$main/docs/results/replication/$game-quick/searches
   seeds=$(ls -d "$kept"/seed* 2> /dev/null | sed 's/.*seed//' | sort -n | while read -r s; do
@@ -30,5 +35,10 @@ for game in $games; do
   python -m focus_tune.replicate --game "$game" --seeds "$seeds" --aggregate-only --storage "$links" \
     --out "$main/docs/results/replication/$game-quick" --tracking-uri "sqlite:///$storage/replications.db" > /dev/null
   folders+=("$main/docs/results/replication/$game-quick")
+  for s in ${seeds//,/ }; do
+    for dir in ${DATA_DIRS:-}; do
+      if [ -f "$dir/$game-quick-seed$s/manifest.json" ]; then datasets+=("$dir/$game-quick-seed$s"); break; fi
+    done
+  done
 done
-python -m focus_tune.replicate.verdict --out "$main/docs/results/verdict" "${folders[@]}"
+python -m focus_tune.replicate.verdict --out "$main/docs/results/verdict" "${folders[@]}" --data "${datasets[@]}"

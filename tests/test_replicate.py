@@ -334,3 +334,31 @@ def test_a_kept_report_brings_its_validation_scores_where_its_store_is_gone(tmp_
     shutil.rmtree(tmp_path / "hero-quick-seed1" / "report")
     _run(tmp_path, 1)  # without the file: no scores, and no such row from it
     assert read_run(tmp_path / "hero-quick-seed1", None, 1)["val"] == {}
+
+
+def test_what_the_data_show(tmp_path):
+    """The verdict's table of why the scenarios differ: each dataset's test split (mean min(T, L),
+    the share with the event within L, the share censored) and, from the replication, how much
+    the frame tells (image-blind's CE minus the exact process's) and how much of it `none` reads."""
+    import numpy as np
+
+    from focus_tune.data import write_dataset
+    from focus_tune.replicate.verdict import data_facts, facts_markdown, frame_facts
+
+    A, B, END, U = 0, 1, 2, -1
+    sequences = np.array([[A, B, A, B], [B, A, B, A], [A, A, A, A],  # train, val
+                          [A, END, END, END],  # test: T = 2
+                          [A, B, A, B],  # no event within L: min(T, L) = 4
+                          [A, U, U, U]])  # censored after entry 1
+    folder = write_dataset(tmp_path / "mine", images=np.zeros((6, 8, 8), np.uint8), sequences=sequences,
+                           classes=["A", "B", "END"], event="END", splits=["train", "train", "val", *["test"] * 3])
+    (facts,) = data_facts([folder]).values()
+    assert facts["L"] == 4 and facts["items"] == 3 and facts["datasets"] == ["mine"]
+    assert facts["mean_length"] == pytest.approx((2 + 4 + 1) / 3)
+    assert facts["event_rate"] == pytest.approx(1 / 3) and facts["censored"] == pytest.approx(1 / 3)
+    ce = {"image-blind": 0.7, "exact": 0.3, "none": 0.5, "time-dependent": 0.45}
+    frame = frame_facts({"mine": {"means": {"test/marginal/ce": {k: {"mean": v} for k, v in ce.items()}}}})
+    assert frame["mine"]["tells"] == pytest.approx(0.4) and frame["mine"]["read"] == pytest.approx(0.5)
+    assert frame_facts({"x": {"means": {}}})["x"]["read"] != frame_facts({"x": {"means": {}}})["x"]["read"]  # NaN
+    rows = facts_markdown(frame, {"mine": facts})
+    assert rows[2] == "| mine | 4 | 2.3 | 33 % | 33 % | 0.700 | 0.300 | 0.500 | 0.450 | 0.400 | 50 % |"

@@ -17,6 +17,11 @@ writes ``verdict.md`` (the table README and RESULTS open with), ``verdict.json``
 * the paper's none -> time-dependent ECE and coverage (its Tables 2 and 6: another scale,
   other data).
 
+Below it, what the data show (why the scenarios differ): from the searches' datasets
+(``--data``) the test split's mean min(T, L) and the share of items whose event falls within
+L; from the replications, how much the frame tells (image-blind's test CE minus the exact
+process's) and how much of it ``none`` reads.
+
 Holm's adjustment runs over the declared primary comparisons
 (:data:`focus_tune.replicate.analysis.VERDICT_PRIMARY`) of all scenarios together, and
 separately within each scenario (the replication's own ``holm_primary``); the table says
@@ -159,6 +164,62 @@ def notes(v: dict) -> list[str]:
         "the direction only."]
 
 
+def frame_facts(replications: dict[str, dict]) -> dict[str, dict]:
+    """Per scenario, how much the frame tells and how much of it the models read, from the
+    replications' test marginal CE (nats per entry, mean over the searches): ``blind`` the
+    image-blind reference (the same distribution for every frame), ``exact`` the true
+    process (the most any model can reach), ``none`` and ``time-dependent`` the models.
+    ``tells`` = blind - exact; ``read`` = (blind - none) / tells."""
+    out = {}
+    for scenario, s in replications.items():
+        ce = s.get("means", {}).get("test/marginal/ce", {})
+        mean = {row: ce.get(row, {}).get("mean", math.nan) for row in ("image-blind", "exact", "none", "time-dependent")}
+        tells = mean["image-blind"] - mean["exact"]
+        out[scenario] = {"blind": mean["image-blind"], "exact": mean["exact"], "none": mean["none"],
+                         "time-dependent": mean["time-dependent"], "tells": tells,
+                         "read": (mean["image-blind"] - mean["none"]) / tells if tells > 0 else math.nan}
+    return out
+
+
+def data_facts(folders: list[Path]) -> dict[str, dict]:
+    """Per scenario, what its datasets' test splits show (the searches' own data: one dataset folder
+    per search, ``data_cache/<scenario>-<profile>-seed<r>``): L, the mean of min(T, L) in entries,
+    the share of items whose event falls within L, and the share censored."""
+    from ..data import load_dataset
+    from ..data.sequences import censored_items, time_to_event
+
+    grouped: dict[str, list] = {}
+    for folder in folders:
+        ds = load_dataset(folder)
+        m, test = ds.manifest, ds.test
+        T = time_to_event(test.sequences, m.event_class, test.observed_length)
+        L = test.sequences.shape[1]
+        observed = test.observed_length if test.observed_length is not None else np.full(len(T), L)
+        censored = censored_items(test.sequences, m.event_class, observed)
+        hit = (test.sequences == m.event_class).any(axis=1) & ~censored
+        grouped.setdefault(m.game or m.name, []).append(
+            {"folder": folder.name, "L": L, "items": len(T), "mean_length": float(np.minimum(T, L).mean()),
+             "event_rate": float(hit.mean()), "censored": float(censored.mean())})
+    return {scenario: {"datasets": [d["folder"] for d in ds], "L": ds[0]["L"], "items": ds[0]["items"],
+                       **{k: float(np.mean([d[k] for d in ds])) for k in ("mean_length", "event_rate", "censored")}}
+            for scenario, ds in grouped.items()}
+
+
+def facts_markdown(frame: dict[str, dict], data: dict[str, dict]) -> list[str]:
+    """The table of what the scenarios' data show: why the games differ."""
+    lines = ["| scenario | L | mean min(T, L) | event within L | censored | test CE image-blind | exact | `none` | "
+             "time-dependent | frame tells (blind − exact) | `none` reads |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for scenario in [g for g in SCENARIOS if g in frame or g in data] + sorted((set(frame) | set(data)) - set(SCENARIOS)):
+        f, d = frame.get(scenario, {}), data.get(scenario, {})
+        pct = (lambda x: "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.0f} %")
+        lines.append(f"| {NAMES.get(scenario, scenario)} | {d.get('L', 'n/a')} | {_num(d.get('mean_length'), 1)} | "
+                     f"{pct(d.get('event_rate'))} | {pct(d.get('censored'))} | {_num(f.get('blind'))} | "
+                     f"{_num(f.get('exact'))} | {_num(f.get('none'))} | {_num(f.get('time-dependent'))} | "
+                     f"{_num(f.get('tells'))} | {pct(f.get('read'))} |")
+    return lines
+
+
 def search_times(folders: dict[str, Path]) -> dict[str, dict[str, dict]]:
     """Per scenario and per machine (CPU kind and cores: times compare within a kind only), the
     wall seconds of its replicated searches and their commits, from the
@@ -232,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
                                              "replications' replication.json.")
     ap.add_argument("folders", nargs="+", type=Path, help="replication folders (each with a replication.json)")
     ap.add_argument("--out", type=Path, required=True, help="where verdict.md, verdict.json and verdict.png go")
+    ap.add_argument("--data", nargs="*", type=Path, default=[],
+                    help="the searches' dataset folders (data_cache/<scenario>-<profile>-seed<r>), for the table of "
+                         "what the data show (mean length, event rate); without them it shows the CE columns only")
     args = ap.parse_args(argv)
     replications, folders = {}, {}
     for folder in args.folders:
@@ -244,7 +308,6 @@ def main(argv: list[str] | None = None) -> int:
     v = verdict(replications)
     v["search_times"] = search_times(folders)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     plot(v, args.out / "verdict.png")
     missing = [NAMES[g] for g in SCENARIOS if g not in v["scenarios"]]
     pending = ([f"Not searched yet: {', '.join(missing)}."] if missing else []) + (
@@ -252,6 +315,16 @@ def main(argv: list[str] | None = None) -> int:
         if any(r["runs"] < 2 for r in v["scenarios"].values()) else [])
     text = ["# The verdict across scenarios", "", *markdown(v), "", *pending, *([""] if pending else []), *notes(v), "",
             "![paired differences per scenario](verdict.png)", ""]
+    v["frame"], v["data"] = frame_facts(replications), data_facts(args.data)
+    used = {s: d["datasets"] for s, d in v["data"].items()}
+    text += ["## What the data show", "", *facts_markdown(v["frame"], v["data"]), "",
+             "The test split's min(T, L) (T: the first entry of the event) and the share of items whose event "
+             "falls within L, over the datasets named below (one per search; a search's seed r is its data's "
+             "seed r); test marginal CE in nats per entry, mean over the searches. *Frame tells*: image-blind's "
+             "CE minus the exact process's, the most a model can gain from the frame; *`none` reads*: the share "
+             "of it `none` gains. Datasets: "
+             + ("; ".join(f"{NAMES.get(s, s)}: {', '.join(d)}" for s, d in used.items()) or "none given") + ".", ""]
+    (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     if v["search_times"]:
         text += ["## The searches' wall time", "", *times_markdown(v["search_times"]), "",
                  "Each search alone on the machine named, or beside other work there: the times of one session "
