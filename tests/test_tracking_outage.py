@@ -1,7 +1,8 @@
-"""A tracking server (a real `mlflow server`, sqlite behind it, proxied artifacts) that goes
-away and comes back: a call made while it is down waits, says so on one line, and succeeds
-once it is back; a 4xx answer is not waited for; a server that stays away ends with
-TrackingUnavailable. The slow tests stop the server in the middle of a real search."""
+"""A tracking server (a real `mlflow server`, sqlite behind it, proxied artifacts, reached
+through a relay the test opens and closes) that goes away and comes back: a call made while
+it is down waits, says so on one line, and succeeds once it is back; a 4xx answer is not
+waited for; a server that stays away ends with TrackingUnavailable. The slow tests take the
+server away in the middle of a real search."""
 
 from __future__ import annotations
 
@@ -31,36 +32,132 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class Relay:
+    """A TCP relay on a port of its own in front of ``target``: while open it forwards every
+    connection; ``close()`` refuses new connections and cuts the open ones (connection refused,
+    a connection closed mid-request: what a client sees of a server that went away) and
+    ``open()`` is back at once. An outage then lasts as long as the test decides, whatever the
+    server's start-up would take on a loaded machine."""
+
+    def __init__(self, target: int):
+        self.port, self.target = _free_port(), target
+        self._listener: socket.socket | None = None
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def is_open(self) -> bool:
+        return self._listener is not None
+
+    def open(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(128)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() below (Linux)
+            except OSError:
+                pass
+            listener.close()
+        with self._lock:
+            cut, self._open = self._open, set()
+        for s in cut:
+            _shut(s)
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:  # closed
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, a: socket.socket, b: socket.socket) -> None:
+        """a -> b until either side ends; then both ends shut (which ends the other direction's
+        thread too) and a closed."""
+        try:
+            while data := a.recv(1 << 16):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _shut(a)
+            _shut(b)
+            with self._lock:
+                self._open.discard(a)
+            a.close()
+
+
+def _shut(s: socket.socket) -> None:
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 class Server:
-    """`mlflow server` on 127.0.0.1 (one worker), its store and artifacts under ``root``; stop
-    and start it again on the same port and store."""
+    """`mlflow server` on 127.0.0.1 (one worker), its store and artifacts under ``root``, reached
+    at ``uri`` through a :class:`Relay`: ``stop()`` takes the server away as its clients see it
+    and ``start()`` brings it back at once (the first ``start()`` also starts the server process;
+    ``close()`` ends it)."""
 
     def __init__(self, root: Path):
-        self.root, self.port, self.proc = root, _free_port(), None
+        self.root, self.proc = root, None
+        self.server_port = _free_port()
+        self.relay = Relay(self.server_port)
+        self.port = self.relay.port
         self.uri = f"http://127.0.0.1:{self.port}"
         root.mkdir(parents=True, exist_ok=True)
         create_local_store(f"sqlite:///{root / 'mlflow.db'}")  # the server's store, without its migrations
 
+    @property
+    def up(self) -> bool:
+        return self.proc is not None and self.relay.is_open
+
     def start(self, timeout: float = 120) -> None:
+        if self.proc is None:
+            self._launch(timeout)
+        if not self.relay.is_open:
+            self.relay.open()
+
+    def stop(self) -> None:
+        self.relay.close()
+
+    def _launch(self, timeout: float) -> None:
         env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
         with open(self.root / "server.log", "a") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+                [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.server_port),
                  "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
                  "--serve-artifacts", "--artifacts-destination", str(self.root / "artifacts")],
                 cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + timeout
         while True:
             try:
-                urllib.request.urlopen(f"{self.uri}/health", timeout=2)
+                urllib.request.urlopen(f"http://127.0.0.1:{self.server_port}/health", timeout=2)
                 return
             except OSError:
                 if self.proc.poll() is not None or time.time() > deadline:
-                    self.stop()
+                    self.close()
                     pytest.fail("the server did not start: " + (self.root / "server.log").read_text()[-3000:])
                 time.sleep(0.5)
 
-    def stop(self) -> None:
+    def close(self) -> None:
+        self.relay.close()
         if self.proc is None:
             return
         try:
@@ -79,13 +176,13 @@ def shared_server(tmp_path_factory):
     """One server for the tests below (a start costs ~7 s here); each test may stop it."""
     srv = Server(tmp_path_factory.mktemp("server"))
     yield srv
-    srv.stop()
+    srv.close()
 
 
 @pytest.fixture
 def server(shared_server):
     """The shared server, running when the test begins (an earlier test may have left it stopped)."""
-    if shared_server.proc is None:
+    if not shared_server.up:
         shared_server.start()
     return shared_server
 
@@ -110,7 +207,7 @@ def test_a_call_waits_for_the_server_and_a_4xx_is_not_retried(server, tmp_path, 
     assert time.time() - t0 < 5 and out.getvalue() == ""
 
     server.stop()
-    threading.Timer(8, server.start).start()  # back after 8 s (plus its start-up)
+    threading.Timer(8, server.start).start()  # back after 8 s
     t0 = time.time()
     client.log_metric(run_id, "val/ece", 0.5, timestamp=1000, step=1)  # waits
     client.log_artifact(run_id, str(tmp_path / "a.txt"))  # proxied artifacts, right after
@@ -334,10 +431,10 @@ def _wait_for_line(proc: subprocess.Popen, lines: list[str], text: str, timeout:
 def test_an_outage_is_waited_out_and_one_that_outlasts_the_patience_ends_the_search_resumably(tmp_path, smoke_data):
     """One search, patience 60 s, two outages:
 
-    - the server stopped once two trials have finished and started again after ~10 s (its
-      start-up included): the search waits, says so on one line and again when the server is
+    - the server taken away once two trials have finished, and back as soon as the search says
+      it is unreachable: the search waits, says so on one line and again when the server is
       back, and goes on;
-    - stopped again once one more trial has finished, and kept away: exit 2 after the
+    - taken away again once one more trial has finished, and kept away: exit 2 after the
       patience with one error line, the state kept;
 
     then --resume with the server back finishes with complete MLflow data, every trial once."""
@@ -348,13 +445,13 @@ def test_an_outage_is_waited_out_and_one_that_outlasts_the_patience_ends_the_sea
     proc, lines = _search(work, smoke_data, server.uri, env={"FOCUS_TUNE_TRACKING_PATIENCE_S": str(PATIENCE_S)}), []
     reader = _read_out(proc, lines)
     try:
-        # A brief outage: waited out.
+        # A brief outage: waited out. Back as soon as the search has met it.
         _wait_for_results(work, proc, 2)
         server.stop()
         t_stop = time.time()
-        time.sleep(8)
+        _wait_for_line(proc, lines, f"MLflow at {server.uri}: unreachable (")
         server.start()
-        print(f"server down for {time.time() - t_stop:.0f} s")
+        print(f"server away for {time.time() - t_stop:.0f} s")
         _wait_for_line(proc, lines, f"MLflow at {server.uri}: reachable again after ")
         out = "".join(lines)
         assert f"MLflow at {server.uri}: unreachable (" in out and "retrying for up to 1 min" in out, out[-4000:]
@@ -385,4 +482,4 @@ def test_an_outage_is_waited_out_and_one_that_outlasts_the_patience_ends_the_sea
         assert state["results"] and all(v is not None for v in state["results"].values()), state["results"]
     finally:
         proc.kill()
-        server.stop()
+        server.close()
