@@ -356,9 +356,10 @@ def test_what_the_data_show(tmp_path):
     assert facts["L"] == 4 and facts["items"] == 3 and facts["datasets"] == ["mine"]
     assert facts["mean_length"] == pytest.approx((2 + 4 + 1) / 3)
     assert facts["event_rate"] == pytest.approx(1 / 3) and facts["censored"] == pytest.approx(1 / 3)
+    assert facts["val_mean_length"] == 4  # [A, A, A, A]: no event within L
     ce = {"image-blind": 0.7, "exact": 0.3, "none": 0.5, "time-dependent": 0.45}
     frame = frame_facts({"mine": {"means": {"test/marginal/ce": {k: {"mean": v} for k, v in ce.items()}}}})
     assert frame["mine"]["tells"] == pytest.approx(0.4) and frame["mine"]["read"] == pytest.approx(0.5)
     assert frame_facts({"x": {"means": {}}})["x"]["read"] != frame_facts({"x": {"means": {}}})["x"]["read"]  # NaN
     rows = facts_markdown(frame, {"mine": facts})
-    assert rows[2] == "| mine | 4 | 2.3 | 33 % | 33 % | 0.700 | 0.300 | 0.500 | 0.450 | 0.400 | 50 % |"
+    assert rows[2] == "| mine | 4 | 2.3 | 4.0 | 33 % | 33 % | 0.700 | 0.300 | 0.500 | 0.450 | 0.400 | 50 % |"
