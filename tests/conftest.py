@@ -80,7 +80,7 @@ LONG_FILES = (
     "test_autoscaler.py",  # 90
     "test_own_data_e2e.py",  # ~70: import, a smoke search, predict, pyfunc
     "test_pyfunc.py",  # 64
-    "test_wheel.py",  # 63
+    "test_wheel.py",  # 63 with a smoke search; now a dry run
     "test_gpu_check.py",  # 59
     "test_packed.py",  # 57
     "test_baselines.py",  # 37
