@@ -132,13 +132,18 @@ def test_faults_retry_and_nan(uninterrupted):
 
 
 def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
-    """Run as ``--name mytry --experiment my-exp --tensorboard --set train.ece_bins=10`` (the
-    value it has: the same numbers): the run folder runs/mytry, the MLflow experiment my-exp and
-    parent run mytry with the override as a param, TensorBoard event files in the trials' folders."""
+    """Run from the uninterrupted search's own ``config.yaml`` (``--space``: its resolved search
+    space, which a run's config.yaml is made to be taken back as) and as ``--name mytry
+    --experiment my-exp --tensorboard --set train.ece_bins=10`` (the value it has: the same
+    numbers): killed and resumed, it writes the uninterrupted search's results.csv byte for byte;
+    the run folder runs/mytry, the MLflow experiment my-exp and parent run mytry with the
+    override as a param, TensorBoard event files in the trials' folders."""
     plain, _, _ = uninterrupted
     work = tmp_path / "killed"
     work.mkdir()
-    named = ("--name", "mytry", "--experiment", "my-exp", "--tensorboard", "--set", "train.ece_bins=10")
+    config = plain / "runs" / RUN / "config.yaml"
+    named = ("--name", "mytry", "--experiment", "my-exp", "--tensorboard", "--set", "train.ece_bins=10",
+             "--space", str(config))
     proc = cli(work, *named, start_new_session=True)
     state_file = work / "runs" / "mytry" / "search_state.json"
     deadline = time.time() + 300
@@ -180,7 +185,13 @@ def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
     assert "Search space changed on the command line: `--set train.ece_bins=10`." in (
         run / "report" / "results.md").read_text()
     assert MlflowClient(f"sqlite:///{work / 'mlflow.db'}").get_experiment_by_name(f"focus-tune/{GAME}") is None
-    assert not (work / "runs" / RUN).exists() and (run / "report" / "results.csv").is_file()
+    assert not (work / "runs" / RUN).exists()
+    assert (run / "report" / "results.csv").read_bytes() == (plain / "runs" / RUN / "report" / "results.csv").read_bytes()
+    def settings(path: Path) -> list[str]:  # config.yaml but for its comments (where it came from, the --set)
+        return [line for line in path.read_text().splitlines() if not line.startswith("#")]
+
+    assert settings(run / "config.yaml") == settings(config)
+    assert "# With --set train.ece_bins=10" in (run / "config.yaml").read_text()
     # Tune copies its trial logs into the run folder from time to time and at the end: the
     # resumed driver's trials have theirs (the killed driver's last seconds may be lost).
     events = {d.parent.name for d in run.glob("search-attempt2/*/events.out.tfevents.*")}
