@@ -209,13 +209,16 @@ def test_local_ray_requires_its_token(tmp_path):
             # a request without the token itself.
             assert r["address"] in ("127.0.0.1", "::1") or r["auth"] == "token" or _http_refused(r), r
         assert {"gcs_server" in r["name"] for r in rows} >= {True}, rows
-        # Both knocks at once: each is refused only after Ray's ~20 s of connection retries.
-        knocks = [subprocess.Popen([sys.executable, "-c", KNOCK, lines["GCS"]], cwd=tmp_path, env=client_env,
+        # Both knocks at once, with RAY_NUM_REDIS_GET_RETRIES=2 (Ray's default 20): a refusal is
+        # final, the client's retries only made each knock take ~20 s.
+        knocks = [subprocess.Popen([sys.executable, "-c", KNOCK, lines["GCS"]], cwd=tmp_path,
+                                   env=dict(client_env, RAY_NUM_REDIS_GET_RETRIES="2"),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                   for client_env in (env, dict(env, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="0" * 64))]
         for knock in knocks:
             out, err = knock.communicate(timeout=120)
             assert "REFUSED" in out and "ACCEPTED" not in out, out + err[-2000:]
+            assert "InvalidAuthToken" in err, err[-2000:]  # refused for its token, not for a slow GCS
     finally:
         proc.stdin.close()
         proc.wait(timeout=120)
