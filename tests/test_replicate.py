@@ -76,8 +76,8 @@ def test_aggregate_only_reads_runs_and_pools_by_run(tmp_path):
     assert dict(map(tuple, s["schedules"]["time-dependent"])) == {"l1=0.005 rest=0": 2, "l1=0.05 rest=0": 2}
     assert s["decisions"] == {"count": 8, "ties": 4, "within_1se": 8, "within_2se": 8, "median_z": 0.5}
     stage1 = s["stability"]["stage1"]
-    assert stage1["search's rule"] == {"modal": "stage1-l0.005", "share": 1.0}
-    assert stage1["lowest (paper)"] == {"modal": "stage1-l0.05", "share": 1.0}
+    assert stage1["search's rule"] == {"modal": "stage1-l0.005", "share": 1.0, "runs": 4}
+    assert stage1["lowest (paper)"] == {"modal": "stage1-l0.05", "share": 1.0, "runs": 4}
     assert stage1["tie rule at 1 SE"]["modal"] == "stage1-l0.005"  # 0.001 <= 1 x 0.002
     assert s["stability"]["constant"]["tie rule at 2 SE"]["modal"] == "constant-0.005"
     assert s["wins"]["test/marginal/ece"] == {"time-dependent": 4}
@@ -329,11 +329,16 @@ def test_a_kept_report_brings_its_validation_scores_where_its_store_is_gone(tmp_
         runs.append(read_run(folder, None, r))
         assert runs[-1]["val"] == val
     stability = summarize(runs)["stability"]
-    assert stability["stage1"]["lowest brier"] == {"modal": "stage1-l0.005", "share": 1.0}
-    assert stability["constant"]["lowest brier"] == {"modal": "constant-0.05", "share": 1.0}
+    assert stability["stage1"]["lowest brier"] == {"modal": "stage1-l0.005", "share": 1.0, "runs": 2}
+    assert stability["constant"]["lowest brier"] == {"modal": "constant-0.05", "share": 1.0, "runs": 2}
     shutil.rmtree(tmp_path / "hero-quick-seed1" / "report")
     _run(tmp_path, 1)  # without the file: no scores, and no such row from it
     assert read_run(tmp_path / "hero-quick-seed1", None, 1)["val"] == {}
+    # a run whose scores are lost is left out of the share, not counted as choosing otherwise
+    runs[1] = read_run(tmp_path / "hero-quick-seed1", None, 1)
+    stability = summarize(runs)["stability"]
+    assert stability["stage1"]["lowest brier"] == {"modal": "stage1-l0.005", "share": 1.0, "runs": 1}
+    assert stability["stage1"]["search's rule"]["runs"] == 2
 
 
 def test_what_the_data_show(tmp_path):

@@ -187,13 +187,15 @@ def tie_pick(stage: dict, z: float) -> str | None:
     return scored[win][2]
 
 
-def agreement(choices: list[str | None]) -> tuple[str, float]:
-    """The modal choice and the share of runs that made it."""
+def agreement(choices: list[str | None]) -> tuple[str, float, int]:
+    """The modal choice, the share of the runs that could make the choice which made it, and how
+    many could: a run without the rule's inputs (None: the stage absent, or its validation
+    scores lost with its MLflow store) is left out, not counted as disagreeing."""
     known = [c for c in choices if c is not None]
     if not known:
-        return "n/a", math.nan
+        return "n/a", math.nan, 0
     top, n = Counter(known).most_common(1)[0]
-    return top, n / len(choices)
+    return top, n / len(known), len(known)
 
 
 def strip_seed(trial_id: str | None) -> str | None:
@@ -237,7 +239,7 @@ def summarize(runs: list[dict]) -> dict:
                 picks.append(strip_seed(lowest(s["candidates"], lambda c: r["val"].get(c["trained_as"], {}).get(key))))
             if any(p is not None for p in picks):
                 rules[f"lowest {metric}"] = picks
-        stability[name] = {rule: dict(zip(("modal", "share"), agreement(picks))) for rule, picks in rules.items()}
+        stability[name] = {rule: dict(zip(("modal", "share", "runs"), agreement(picks))) for rule, picks in rules.items()}
     out["stability"] = stability
 
     columns = [c for c in COMPARED_COLUMNS if c.better]

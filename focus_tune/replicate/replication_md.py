@@ -39,10 +39,13 @@ def markdown(scenario: str, profile: str, s: dict, search_args: list[str], figur
               f"candidate by the tie rule; {d['within_1se']} were within 1 SE and {d['within_2se']} within 2 SE "
               f"of their closest rival (median {fmt(d['median_z'], 1)} SE).", "",
               "Agreement across runs of the decisions whose candidates are the same in every run "
-              "(the modal choice and the share of runs that made it):", "",
-              "| stage | rule | modal choice | share |", "|---|---|---|---:|"]
+              "(the modal choice and the share of runs that made it, of the runs that could: a rule "
+              "that reads the validation scores of every candidate has them only from a search whose "
+              "MLflow store or kept validation.json is at hand):", "",
+              "| stage | rule | modal choice | share | runs |", "|---|---|---|---:|---:|"]
     for stage, rules in s["stability"].items():
-        lines += [f"| {stage} | {rule} | `{v['modal']}` | {fmt(v['share'], 2)} |" for rule, v in rules.items()]
+        lines += [f"| {stage} | {rule} | `{v['modal']}` | {fmt(v['share'], 2)} | {v.get('runs', s['runs'])}/{s['runs']} |"
+                  for rule, v in rules.items()]
     lines += ["", "## Which family is best, run by run", "",
               "Runs in which each family has the best mean over its final seeds (coverage: closest to "
               f"{COVERAGE_TARGET:g}; ECE debiased: closest to 0).", "",
