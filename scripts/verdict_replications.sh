@@ -15,6 +15,8 @@
 # MAIN/docs/results/replication/<game>-quick/searches/seed<r>/ and are committed there at once
 # (those paths alone). Resumable: a search whose provenance names this commit is skipped, an
 # interrupted one resumes from its run folder in STORAGE (the replicate command's own resume).
+# To stop: `pkill -INT -f "focus_tune.replicate --game"` (the search saves its state, and this
+# script records the attempt's wall time, which provenance.json's wall_s sums, then exits).
 # Aggregate afterwards with scripts/verdict_aggregate.sh.
 set -euo pipefail
 main=$(cd "$1" && pwd)
@@ -36,10 +38,19 @@ for seed in $seeds; do
       continue
     fi
     echo "== $game seed $seed ($(date -u +%H:%M:%S))"
+    # wall seconds summed over the attempts (a search stopped and resumed counts each part once)
+    spent=$storage/wall/$game-seed$seed
+    prior=$(cat "$spent" 2> /dev/null || echo 0)
     start=$(date +%s)
+    status=0
     python -m focus_tune.replicate --game "$game" --seeds "$seed" --storage "$storage" \
-      --out "$storage/partial/$game-seed$seed" --tracking-uri "sqlite:///$storage/replications.db"
-    wall=$(( $(date +%s) - start ))
+      --out "$storage/partial/$game-seed$seed" --tracking-uri "sqlite:///$storage/replications.db" || status=$?
+    mkdir -p "$storage/wall" && echo $(( prior + $(date +%s) - start )) > "$spent"
+    if [ "$status" -ne 0 ]; then
+      echo "verdict: $game seed $seed stopped (exit $status); the same command resumes it" >&2
+      exit "$status"
+    fi
+    wall=$(cat "$spent")
     run=$storage/$game-quick-seed$seed
     rm -rf "$dest" && mkdir -p "$dest"
     cp "$run/report/results.csv" "$run/report/results.md" "$run/report/search.json" "$dest/"
