@@ -368,3 +368,41 @@ def test_what_the_data_show(tmp_path):
     assert frame_facts({"x": {"means": {}}})["x"]["read"] != frame_facts({"x": {"means": {}}})["x"]["read"]  # NaN
     rows = facts_markdown(frame, {"mine": facts})
     assert rows[2] == "| mine | 4 | 2.3 | 4.0 | 33 % | 33 % | 0.700 | 0.300 | 0.500 | 0.450 | 0.400 | 50 % |"
+
+
+def test_the_split_association_pairs_each_search_with_its_own_dataset():
+    """Search by search: (validation - test) / test of the mean min(T, L), from the dataset whose
+    folder names the search's seed, against that search's `none +conformal` test coverage;
+    Spearman's rho as a plain rank correlation computes it, and none below 8 searches."""
+    import numpy as np
+
+    from focus_tune.replicate.verdict import association_markdown, split_association
+
+    rng = np.random.default_rng(0)
+    test_len = rng.uniform(10, 20, 10)
+    val_len = test_len * (1 + rng.uniform(-0.4, 0.2, 10))
+    coverage = 0.9 + 0.3 * (val_len - test_len) / test_len + rng.normal(0, 0.01, 10)
+    reps, data = {}, {}
+    for k, scenario in enumerate(("a", "b")):
+        seeds = range(5 * k, 5 * k + 5)
+        reps[scenario] = {"means": {"test/interval/coverage": {"none +conformal": {
+            "per_seed": {str(s): float(coverage[s]) for s in seeds}}}}}
+        data[scenario] = {"per_dataset": [{"folder": f"{scenario}-quick-seed{s}", "mean_length": float(test_len[s]),
+                                           "val_mean_length": float(val_len[s])} for s in seeds]}
+    data["a"]["per_dataset"].append({"folder": "a-quick-seed9", "mean_length": 5.0, "val_mean_length": 5.0})  # no such search
+    a = split_association(reps, data)
+    assert a["n"] == 10
+    x = (val_len - test_len) / test_len
+
+    def ranks(v):
+        r = np.empty(len(v))
+        r[np.argsort(v)] = np.arange(len(v))
+        return r
+
+    rx, ry = ranks(x), ranks(coverage)
+    assert a["rho"] == pytest.approx(np.corrcoef(rx, ry)[0, 1])  # no ties: Pearson of the ranks
+    assert a["rho"] > 0.8 and a["p"] < 0.01
+    line = association_markdown(a)[0]
+    assert "Spearman's rho" in line and "exploratory" in line and "n = 10" in line
+    few = split_association({"a": reps["a"]}, {"a": data["a"]})
+    assert few["n"] == 5 and "rho" not in few and "no rank correlation" in association_markdown(few)[0]

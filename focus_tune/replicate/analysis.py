@@ -249,11 +249,12 @@ def summarize(runs: list[dict]) -> dict:
         wins[col.key] = dict(Counter(better_of(col, v) or "n/a" for v in per_run))
         means[col.key] = {}
         for f in ROWS:
-            x = np.array([family_mean(r, f, col.key) for r in runs])
-            x = x[np.isfinite(x)]
+            by_seed = {r["seed"]: family_mean(r, f, col.key) for r in runs}
+            x = np.array([v for v in by_seed.values() if np.isfinite(v)])
             if x.size:
                 means[col.key][f] = {"mean": float(x.mean()), "sd_runs": float(x.std(ddof=1)) if x.size > 1 else math.nan,
-                                     "runs": int(x.size)}
+                                     "runs": int(x.size),
+                                     "per_seed": {str(k): float(v) for k, v in by_seed.items() if np.isfinite(v)}}
     out["wins"], out["means"] = wins, means
 
     raw = {}
