@@ -302,6 +302,7 @@ def plot(v: dict, path: Path) -> Path:
     and bar: the pooled mean and its 95 % t interval; a dotted line at zero."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     from ..report.figures import save_png
 
@@ -328,6 +329,7 @@ def plot(v: dict, path: Path) -> Path:
         ax.axvline(0.0, color="grey", linestyle=":", linewidth=1)
         ax.set_title(f"{a} − {b}\n{label.split(' vs ')[0]}", fontsize=8)
         ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=True))  # tick labels that do not overlap
     axes[0].set_yticks(y, [f"{NAMES.get(g, g)} (R={v['scenarios'][g]['runs']})" for g in scenarios], fontsize=8)
     fig.suptitle("time-dependent against none and the post-hoc fixes: paired differences per scenario "
                  "(dots: searches; diamond: mean, 95 % t interval; red: significant after Holm over all)",
