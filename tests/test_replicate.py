@@ -204,10 +204,24 @@ def _lines_until(proc, text: str, seen: list[str]) -> None:
     raise AssertionError(f"{text!r} never printed:\n{''.join(seen)}")
 
 
+def _search_runs(db: Path):
+    """The search's MLflow client, its experiment and its parent runs (kind "search")."""
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name(f"focus-tune/{GAME}")
+    return client, exp, [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("kind") == "search"]
+
+
 def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes(smoke_search, tmp_path):
     """Seed 0 is the session's finished smoke search, copied into the storage folder as a
     replication leaves it; seed 1 is searched, stopped by Ctrl-C once a trial of it finished
-    (the test waits on its search state, not on a clock), then resumed by the same command."""
+    (the test waits on its search state, not on a clock), then resumed by the same command.
+
+    The suite's one Ctrl-C of a whole search, so the search of seed 1 is held to what Ctrl-C
+    promises a search: it holds its folder's lock while it runs and releases it; it stops within
+    a minute, saves its finished trials and hands out no trial again; its MLflow parent is KILLED
+    with the reason and no child stays RUNNING; --resume retrains nothing that had finished,
+    ends FINISHED, and its final models load through the documented one-liner.
+    (tests/test_reliability.py has the second Ctrl-C, which exits at once.)"""
     storage = tmp_path / "runs"
     storage.mkdir()
     shutil.copytree(smoke_search.work / "runs" / RUN, storage / RUN)
@@ -221,7 +235,8 @@ def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes
     seen: list[str] = []
     try:
         _lines_until(proc, "seed 1: searching", seen)
-        state = storage / f"{GAME}-smoke-seed1" / "search_state.json"
+        folder = storage / f"{GAME}-smoke-seed1"
+        state = folder / "search_state.json"
         deadline = time.time() + 400  # a guard against a hung search, not a timing
         while time.time() < deadline and proc.poll() is None:
             if state.exists():
@@ -231,13 +246,30 @@ def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes
                 except ValueError:
                     pass  # caught mid-write
             time.sleep(0.2)
+        holder = json.loads((folder / "search.lock").read_text())["pid"]  # the running search holds its folder
+        assert "focus_tune.search" in Path(f"/proc/{holder}/cmdline").read_bytes().decode().replace("\0", " ")
+        t0 = time.time()
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=400)
+        stopped_in = time.time() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
     first = "".join(seen) + rest
     assert proc.returncode == 130, first[-3000:]
+    assert stopped_in < 60, stopped_in
+    # the search of seed 1, as Ctrl-C left it
+    assert not (folder / "search.lock").exists()  # released
+    saved = json.loads(state.read_text())
+    assert len([v for v in saved["results"].values() if v is not None]) >= 1 and saved["fit_seconds"] == []
+    log = (storage / "logs" / f"{GAME}-smoke-seed1.log").read_text()
+    assert "continue with the same command and --resume" in log
+    done = [tid for tid, v in saved["results"].items() if v is not None]
+    assert all(log.count(f"] {tid}: training") == 1 for tid in done), "a trial was handed out again"
+    client, exp, parents = _search_runs(storage / f"mlflow-{GAME}-smoke-seed1.db")
+    assert [p.info.status for p in parents] == ["KILLED"] and "SIGINT" in parents[0].data.tags["stop_reason"]
+    kids = client.search_runs([exp.experiment_id], filter_string="tags.kind != 'search'")
+    assert "RUNNING" not in {k.info.status for k in kids}
     assert "[1/2] facemed seed 0: finished before, not run again (time-dependent " in first
     assert "seed 1: stopped after" in first and "interrupted: the finished searches are aggregated" in first
     out = storage / f"{GAME}-smoke-replication"
@@ -251,6 +283,26 @@ def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes
     assert "facemed seed 1: resuming" in again.stdout and "[2/2] facemed seed 1: done in" in again.stdout
     log = (storage / "logs" / f"{GAME}-smoke-seed1.log").read_text()
     assert "resuming: " in log and "resuming: 0 trials already done" not in log
+    finished = json.loads(state.read_text())["results"]
+    for tid, score in saved["results"].items():
+        assert finished[tid] == score, f"{tid}: a finished trial was retrained"
+    assert all(log.count(f"] {tid}: training") == 1 for tid in done), "a finished trial was trained again"
+    client, exp, parents = _search_runs(storage / f"mlflow-{GAME}-smoke-seed1.db")
+    assert [p.info.status for p in parents] == ["FINISHED"]
+    models = client.search_logged_models([exp.experiment_id])
+    assert sorted(m.name for m in models) == ["model-constant", "model-none", "model-time-dependent"]
+    import mlflow
+
+    from focus_tune.sim.model_io import load_model
+
+    before = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{storage / f'mlflow-{GAME}-smoke-seed1.db'}")
+    try:
+        model = load_model(f"models:/{models[0].model_id}")
+    finally:
+        mlflow.set_tracking_uri(before)
+    assert not model.training and sum(p.numel() for p in model.parameters()) > 0
+    assert {p.name for p in (folder / "models" / "none").iterdir()} == {"weights.npz", "model.json"}
     assert (storage / RUN / "report" / "results.csv").stat().st_mtime_ns == finished_at
     summary = json.loads((out / "replication.json").read_text())
     assert summary["runs"] == 2 and summary["missing_seeds"] == [] and summary["seeds"] == [0, 1]
