@@ -424,7 +424,7 @@ def test_what_the_data_show(tmp_path):
 
 def test_the_split_association_pairs_each_search_with_its_own_dataset():
     """Search by search: (validation - test) / test of the mean min(T, L), from the dataset whose
-    folder names the search's seed, against that search's `none +conformal` test coverage;
+    manifest seed is the search's seed, against that search's `none +conformal` test coverage;
     Spearman's rho as a plain rank correlation computes it, and none below 8 searches."""
     import numpy as np
 
@@ -439,9 +439,10 @@ def test_the_split_association_pairs_each_search_with_its_own_dataset():
         seeds = range(5 * k, 5 * k + 5)
         reps[scenario] = {"means": {"test/interval/coverage": {"none +conformal": {
             "per_seed": {str(s): float(coverage[s]) for s in seeds}}}}}
-        data[scenario] = {"per_dataset": [{"folder": f"{scenario}-quick-seed{s}", "mean_length": float(test_len[s]),
+        data[scenario] = {"per_dataset": [{"folder": f"{scenario}-quick-seed{s}", "seed": s, "mean_length": float(test_len[s]),
                                            "val_mean_length": float(val_len[s])} for s in seeds]}
-    data["a"]["per_dataset"].append({"folder": "a-quick-seed9", "mean_length": 5.0, "val_mean_length": 5.0})  # no such search
+    data["a"]["per_dataset"].append({"folder": "a-quick-seed9", "seed": 9, "mean_length": 5.0,
+                                     "val_mean_length": 5.0})  # no such search
     a = split_association(reps, data)
     assert a["n"] == 10
     x = (val_len - test_len) / test_len

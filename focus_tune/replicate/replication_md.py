@@ -44,7 +44,7 @@ def markdown(scenario: str, profile: str, s: dict, search_args: list[str], figur
               "MLflow store or kept validation.json is at hand):", "",
               "| stage | rule | modal choice | share | runs |", "|---|---|---|---:|---:|"]
     for stage, rules in s["stability"].items():
-        lines += [f"| {stage} | {rule} | `{v['modal']}` | {fmt(v['share'], 2)} | {v.get('runs', s['runs'])}/{s['runs']} |"
+        lines += [f"| {stage} | {rule} | `{v['modal']}` | {fmt(v['share'], 2)} | {v['runs']}/{s['runs']} |"
                   for rule, v in rules.items()]
     lines += ["", "## Which family is best, run by run", "",
               "Runs in which each family has the best mean over its final seeds (coverage: closest to "

@@ -200,13 +200,14 @@ def data_facts(folders: list[Path]) -> dict[str, dict]:
         hit = (test.sequences == m.event_class).any(axis=1) & ~censored
         T_val = time_to_event(val.sequences, m.event_class, val.observed_length)
         grouped.setdefault(m.game or m.name, []).append(
-            {"folder": folder.name, "L": L, "items": len(T), "mean_length": float(np.minimum(T, L).mean()),
+            {"folder": folder.name, "seed": m.seed, "L": L, "items": len(T), "mean_length": float(np.minimum(T, L).mean()),
              "val_mean_length": float(np.minimum(T_val, L).mean()),
              "event_rate": float(hit.mean()), "censored": float(censored.mean())})
     keys = ("mean_length", "val_mean_length", "event_rate", "censored")
     return {scenario: {"datasets": [d["folder"] for d in ds], "L": ds[0]["L"], "items": ds[0]["items"],
                        **{k: float(np.mean([d[k] for d in ds])) for k in keys},
-                       "per_dataset": [{k: d[k] for k in ("folder", "mean_length", "val_mean_length")} for d in ds]}
+                       "per_dataset": [{k: d[k] for k in ("folder", "seed", "mean_length", "val_mean_length")}
+                                       for d in ds]}
             for scenario, ds in grouped.items()}
 
 
@@ -214,8 +215,8 @@ def split_association(replications: dict[str, dict], data: dict[str, dict]) -> d
     """Search by search, how far the validation split's mean min(T, L) lies from the test split's
     ((validation - test) / test) beside ``none +conformal``'s test coverage: its level is fitted on
     the validation split, and its guarantee needs the two splits exchangeable. Spearman's rank
-    correlation over the searches whose dataset is given (its folder ends ``-seed<r>``, r the
-    search's seed). Exploratory: not among the declared comparisons, not adjusted."""
+    correlation over the searches whose dataset is given (the dataset's manifest seed r is the
+    search's seed r). Exploratory: not among the declared comparisons, not adjusted."""
     from scipy.stats import spearmanr
 
     pairs = []
@@ -223,7 +224,7 @@ def split_association(replications: dict[str, dict], data: dict[str, dict]) -> d
         per_seed = (replications.get(scenario, {}).get("means", {}).get("test/interval/coverage", {})
                     .get(NONE_CONFORMAL, {}).get("per_seed", {}))
         for d in facts.get("per_dataset", []):
-            seed = d["folder"].rsplit("-seed", 1)[-1]
+            seed = str(d["seed"])
             if seed in per_seed and d["mean_length"] > 0:
                 pairs.append({"scenario": scenario, "seed": int(seed), "coverage": per_seed[seed],
                               "val_vs_test": (d["val_mean_length"] - d["mean_length"]) / d["mean_length"]})
@@ -245,9 +246,14 @@ def association_markdown(a: dict) -> list[str]:
             f"{min(y):.3f} to {max(y):.3f} (mean {np.mean(y):.3f}; its level is fitted on the validation split, and "
             f"its guarantee of at least 0.9 needs the two splits exchangeable). ")
     if "rho" in a:
-        text += (f"The two go together: Spearman's rho = {a['rho']:.2f} (p = {a['p']:.3f}, two-sided, n = {a['n']}), "
-                 f"exploratory: not among the declared comparisons and not adjusted; where the validation split's "
-                 f"items reach the event sooner than the test split's, the calibrated intervals cover less on the test split.")
+        stat = (f"Spearman's rho = {a['rho']:.2f} (p = {a['p']:.3f}, two-sided, n = {a['n']}; exploratory: not among "
+                f"the declared comparisons and not adjusted)")
+        if a["p"] >= 0.05:
+            text += f"No rank association shows at this size: {stat}."
+        else:
+            sooner = "less" if a["rho"] > 0 else "more"
+            text += (f"The two go together: {stat}; where the validation split's items reach the event sooner than "
+                     f"the test split's, the calibrated intervals cover {sooner} on the test split.")
     else:
         text += "Fewer than 8 searches: no rank correlation is given."
     return [text]
