@@ -350,8 +350,12 @@ def test_the_verdict_across_scenarios(tmp_path):
     assert conformal["primary"] and conformal["mean"] == pytest.approx(0.1 + 0.01 * 2.5)  # 3.0 - (2.9 - 0.01 (r + 1))
     assert not row["comparisons"]["width vs none +conformal"]["primary"]
     assert row["none_conformal_coverage"] == pytest.approx(0.9)
+    # none covers 0.85 and time-dependent 0.84 in every search: below zero 4/4, closer to 0.9 in none
+    cov = row["comparisons"]["coverage"]
+    assert cov["below"] == 4 and cov["closer"] == 0
     md = (tmp_path / "verdict" / "verdict.md").read_text()
     assert "| H.E.R.O. | 4 |" in md and "0.095 → 0.048" in md and "0/4 |" in md
+    assert "| -0.010, 0/4 |" in md  # the coverage cell counts the searches closer to 0.9
     assert (tmp_path / "verdict" / "verdict.png").read_bytes()[:4] == b"\x89PNG"
     assert "| H.E.R.O. | 2 | 9.5 min (9.0-10.0) | c9f0136 | AMD EPYC with AVX-512, 2 cores |" in md
     assert "| H.E.R.O. | 1 | 20.0 min (20.0-20.0) | c9f0136 | AMD EPYC without AVX-512, 2 cores |" in md  # not pooled

@@ -12,7 +12,7 @@ writes ``verdict.md`` (the table README and RESULTS open with), ``verdict.json``
   minus ``none +conformal`` (none's I_0.9 calibrated by split conformal) on interval score and
   relative width. Each: the pooled paired difference (per search, the mean over its seeds of
   the per-seed differences), its 95 % t interval over the searches and how many searches are
-  below zero;
+  below zero (for coverage: how many bring time-dependent's closer to 0.9 than none's);
 * how many searches kept the scenario's regime checks;
 * the paper's none -> time-dependent ECE and coverage (its Tables 2 and 6: another scale,
   other data).
@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ..names import conformal_row
+from ..report.columns import COVERAGE_TARGET
 from ..report.stats import holm
 from .analysis import VERDICT_PRIMARY
 
@@ -55,6 +56,7 @@ PAPER = {
     "facemed": {"ece": (0.1503, 0.0757), "coverage": (0.2789, 0.7169)},
 }
 NONE_CONFORMAL = conformal_row("none")
+COVERAGE = "test/interval/coverage"
 # (column label, (a, b), metric): the differences a - b the table shows, in its order
 COMPARISONS = (
     ("ECE", ("time-dependent", "none"), "test/marginal/ece"),
@@ -103,6 +105,8 @@ def verdict(replications: dict[str, dict]) -> dict:
                 "pair": [a, b], "key": key, "mean": d["mean"], "low": d["low"], "high": d["high"], "p": d["p"],
                 "below": d["below_zero"], "above": d["above_zero"], "runs": d["runs"], "per_run": d["per_run"],
                 "primary": ((a, b), key) in VERDICT_PRIMARY, "holm_scenario": d.get("holm_primary", math.nan)}
+            if key == COVERAGE:
+                row["comparisons"][label]["closer"] = closer_to_nominal(means.get(key, {}), a, b)
         rows[scenario] = row
     pooled = holm({f"{scenario}/{label}": c["p"] for scenario, row in rows.items()
                    for label, c in row["comparisons"].items() if c["primary"]})
@@ -110,6 +114,17 @@ def verdict(replications: dict[str, dict]) -> dict:
         for label, c in row["comparisons"].items():
             c["holm_all"] = pooled.get(f"{scenario}/{label}", math.nan)
     return {"scenarios": rows, "primary_tests": sum(math.isfinite(p) for p in pooled.values())}
+
+
+def closer_to_nominal(coverage: dict, a: str, b: str, nominal: float = COVERAGE_TARGET) -> int | None:
+    """In how many searches row ``a``'s test coverage is closer to ``nominal`` than row ``b``'s
+    (a difference's sign does not say it: where ``b`` under-covers, a rise is the better way;
+    where it over-covers, a fall). None without both rows' per-search means."""
+    per_a, per_b = (coverage.get(row, {}).get("per_seed") for row in (a, b))
+    if not per_a or not per_b:
+        return None
+    both = per_a.keys() & per_b.keys()
+    return sum(abs(per_a[r] - nominal) < abs(per_b[r] - nominal) for r in both)
 
 
 def _num(x: float, digits: int = 3, signed: bool = False) -> str:
@@ -123,7 +138,8 @@ def _cell(c: dict | None, digits: int) -> str:
         return "n/a"
     ci = f" [{_num(c['low'], digits, True)}, {_num(c['high'], digits, True)}]" if math.isfinite(c["low"]) else ""
     mark = "**" if c["primary"] and math.isfinite(c["holm_all"]) and c["holm_all"] < 0.05 else ""
-    return f"{mark}{_num(c['mean'], digits, True)}{mark}{ci}, {c['below']}/{c['runs']}"
+    k = c["closer"] if c.get("closer") is not None else c["below"]
+    return f"{mark}{_num(c['mean'], digits, True)}{mark}{ci}, {k}/{c['runs']}"
 
 
 def markdown(v: dict) -> list[str]:
@@ -151,8 +167,10 @@ def notes(v: dict) -> list[str]:
     return [
         "Δ: time-dependent minus `none` (or minus the row named). Each: the pooled paired difference over the R searches of the scenario (per search, the "
         "mean over its final seeds of the per-seed differences; seed s of every row shares its initial weights, "
-        "batches and Monte Carlo uniforms), its 95 % t interval over the searches and k/R, the searches in "
-        "which it is below zero (lower is better for ECE, interval score and width; for coverage closer to 0.9 is). "
+        "batches and Monte Carlo uniforms), its 95 % t interval over the searches and k/R: the searches in "
+        "which it is below zero (lower is better for ECE, interval score and width), and for coverage the "
+        "searches in which time-dependent's coverage is closer to 0.9 than `none`'s (a rise is better only "
+        "where `none` under-covers). "
         "*temperature-scaled*: the `none` finals with one temperature chosen on the validation split; "
         "*none +conformal*: the `none` finals with I_0.9 recalibrated by split conformal on the validation "
         "split (coverage at least 0.9 on exchangeable data; docs/METRICS.md, 'Conformal intervals'). "
