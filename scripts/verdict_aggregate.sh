@@ -4,7 +4,8 @@
 # the durable record: the run folders in STORAGE may be on another machine or gone): each
 # scenario's replication.md/json/png into MAIN/docs/results/replication/<game>-quick/ (from the
 # searches kept so far: a scenario with fewer than five says so), then the six-row verdict
-# table and forest plot into MAIN/docs/results/verdict/. STORAGE holds the aggregation's MLflow
+# table and forest plot into MAIN/docs/results/verdict/, and its short table into the verdict
+# blocks of MAIN/README.md and MAIN/docs/RESULTS.md. STORAGE holds the aggregation's MLflow
 # record (replications.db) and a scratch folder of links to the kept reports.
 #
 #   bash scripts/verdict_aggregate.sh /work/main /work/verdict-runs
@@ -41,4 +42,5 @@ for game in $games; do
     done
   done
 done
-python -m focus_tune.replicate.verdict --out "$main/docs/results/verdict" "${folders[@]}" --data "${datasets[@]}"
+python -m focus_tune.replicate.verdict --out "$main/docs/results/verdict" "${folders[@]}" --data "${datasets[@]}" \
+  --docs "$main/README.md" "$main/docs/RESULTS.md"

@@ -335,9 +335,20 @@ def test_the_verdict_across_scenarios(tmp_path):
         (out / "searches" / f"seed{r}").mkdir(parents=True)
         (out / "searches" / f"seed{r}" / "provenance.json").write_text(json.dumps(
             {"commit": "c9f0136" + "0" * 33, "cpu": f"AMD EPYC {kind} AVX-512", "cores": 2, "wall_s": wall}))
-    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate.verdict", "--out", str(tmp_path / "verdict"),
-                           str(out)], capture_output=True, text=True, timeout=120)
+    from focus_tune.replicate.verdict import BLOCK_END, BLOCK_START
+
+    readme, plain = tmp_path / "README.md", tmp_path / "plain.md"
+    readme.write_text(f"# x\n\n{BLOCK_START}\nold table\n{BLOCK_END}\n\nafter\n")
+    plain.write_text("no block here\n")
+    cmd = [sys.executable, "-m", "focus_tune.replicate.verdict", "--out", str(tmp_path / "verdict"), str(out)]
+    refused = subprocess.run([*cmd, "--docs", str(readme), str(plain)], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "plain.md: needs one" in refused.stderr and "no file was changed" in refused.stderr
+    assert "old table" in readme.read_text() and plain.read_text() == "no block here\n"
+    proc = subprocess.run([*cmd, "--docs", str(readme)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+    text = readme.read_text()
+    assert text.startswith(f"# x\n\n{BLOCK_START}\n| scenario | R |") and text.endswith(f"{BLOCK_END}\n\nafter\n")
+    assert "old table" not in text and "| H.E.R.O. | 4 | 0.0385 | -0.0100, 4/4 | 0.850 | -0.010, 0/4 |" in text
     v = json.loads((tmp_path / "verdict" / "verdict.json").read_text())
     row = v["scenarios"]["hero"]
     assert row["runs"] == 4 and row["regime"] == {"kept": 0, "runs": 4} and row["paper"] == {
@@ -463,3 +474,17 @@ def test_the_split_association_pairs_each_search_with_its_own_dataset():
     assert "Spearman's rho" in line and "exploratory" in line and "n = 10" in line
     few = split_association({"a": reps["a"]}, {"a": data["a"]})
     assert few["n"] == 5 and "rho" not in few and "no rank correlation" in association_markdown(few)[0]
+
+
+def test_readme_and_results_open_with_the_committed_verdict():
+    """The verdict blocks of README.md and docs/RESULTS.md are the short table of the committed
+    docs/results/verdict/verdict.json (scripts/verdict_aggregate.sh writes all three)."""
+    from focus_tune.replicate.verdict import BLOCK_END, BLOCK_START, short_markdown
+
+    root = Path(__file__).resolve().parents[1]
+    table = short_markdown(json.loads((root / "docs" / "results" / "verdict" / "verdict.json").read_text()))
+    assert len(table) == 2 + 6
+    for doc in ("README.md", "docs/RESULTS.md"):
+        text = (root / doc).read_text()
+        block = text[text.index(BLOCK_START) + len(BLOCK_START):text.index(BLOCK_END)]
+        assert block.strip("\n").split("\n") == table, doc

@@ -163,6 +163,39 @@ def markdown(v: dict) -> list[str]:
     return lines
 
 
+# The columns of the short table README and RESULTS open with (:func:`short_markdown`)
+SHORT = ("ECE", "coverage", "ECE vs temperature-scaled", "interval score vs none +conformal")
+BLOCK_START = "<!-- verdict table: written by python -m focus_tune.replicate.verdict --docs (do not edit) -->"
+BLOCK_END = "<!-- end of the verdict table -->"
+
+
+def short_markdown(v: dict) -> list[str]:
+    """The verdict's six rows with the four comparisons a reader asks first, for README and RESULTS
+    (verdict.md has them all): the same cells as :func:`markdown`."""
+    lines = ["| scenario | R | `none` ECE | time-dep. − none, ECE | `none` coverage | time-dep. − none, coverage "
+             "| time-dep. − temperature-scaled, ECE | time-dep. − none +conformal, interval score | regime kept "
+             "| paper: ECE none → time-dep. |",
+             "|---|---:|---:|---|---:|---|---|---|---:|---:|"]
+    for scenario, row in v["scenarios"].items():
+        comps = row["comparisons"]
+        cells = [_cell(comps.get(c), 4 if "ECE" in c else 3) for c in SHORT]
+        regime = "n/a" if row["regime"] is None else f"{row['regime']['kept']}/{row['regime']['runs']}"
+        paper = (row["paper"] or {}).get("ece")
+        lines.append(f"| {NAMES.get(scenario, scenario)} | {row['runs']} | {_num(row['none']['test/marginal/ece'], 4)} | "
+                     f"{cells[0]} | {_num(row['none']['test/interval/coverage'])} | {cells[1]} | {cells[2]} | "
+                     f"{cells[3]} | {regime} | {' → '.join(f'{x:.3f}' for x in paper) if paper else 'n/a'} |")
+    return lines
+
+
+def replace_block(text: str, lines: list[str], where: str) -> str:
+    """``text`` with the lines between :data:`BLOCK_START` and :data:`BLOCK_END` replaced."""
+    if text.count(BLOCK_START) != 1 or text.count(BLOCK_END) != 1 or text.index(BLOCK_START) > text.index(BLOCK_END):
+        raise ValueError(f"{where}: needs one '{BLOCK_START}' line and one '{BLOCK_END}' line after it")
+    head, rest = text.split(BLOCK_START, 1)
+    _, tail = rest.split(BLOCK_END, 1)
+    return head + BLOCK_START + "\n" + "\n".join(lines) + "\n" + BLOCK_END + tail
+
+
 def notes(v: dict) -> list[str]:
     return [
         "Δ: time-dependent minus `none` (or minus the row named). Each: the pooled paired difference over the R searches of the scenario (per search, the "
@@ -368,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
                                              "replications' replication.json.")
     ap.add_argument("folders", nargs="+", type=Path, help="replication folders (each with a replication.json)")
     ap.add_argument("--out", type=Path, required=True, help="where verdict.md, verdict.json and verdict.png go")
+    ap.add_argument("--docs", nargs="*", type=Path, default=[],
+                    help="Markdown files (README.md, docs/RESULTS.md) whose verdict block gets the short table")
     ap.add_argument("--data", nargs="*", type=Path, default=[],
                     help="the searches' dataset folders (data_cache/<scenario>-<profile>-seed<r>), for the table of "
                          "what the data show (mean length, event rate); without them it shows the CE columns only")
@@ -408,6 +443,12 @@ def main(argv: list[str] | None = None) -> int:
                  "Each search alone on the machine named, or beside other work there: the times of one session "
                  "are comparable only within it.", ""]
     (args.out / "verdict.md").write_text("\n".join(text))
+    try:  # every file checked before any is written
+        updated = {doc: replace_block(doc.read_text(), short_markdown(v), str(doc)) for doc in args.docs}
+    except (OSError, ValueError) as e:
+        ap.exit(2, f"verdict: {e}; no file was changed\n")
+    for doc, new_text in updated.items():
+        doc.write_text(new_text)
     print("\n".join(markdown(v)))
     print(f"wrote {args.out / 'verdict.md'}, verdict.json, verdict.png")
     return 0
