@@ -71,11 +71,10 @@ def smoke_search(tmp_path_factory, request) -> SmokeSearch:
 LONG_FILES = (
     "test_multinode.py",  # 366 CPU-s
     "test_tracking_outage.py",  # 288
-    "test_search_e2e.py",  # 95 + the smoke search (~110)
+    "test_search_e2e.py",  # the smoke search (~110) + the full-disk and killed-driver search
     "test_replicate.py",  # 246
     "test_reliability.py",  # 239
     "test_pack_search.py",  # 197
-    "test_disk_full.py",  # 87 + the smoke search
     "test_racing.py",  # 99
     "test_autoscaler.py",  # 90
     "test_own_data_e2e.py",  # ~70: import, a smoke search, predict, pyfunc

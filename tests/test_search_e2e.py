@@ -1,15 +1,17 @@
 """End to end: the real CLI on the smoke profile, as a subprocess, with injected faults.
 
-One uninterrupted search (the session's shared ``smoke_search``), and one whose driver is
-killed after five trials and then resumed: both must choose the same schedules, the
-resumed one without retraining what was done. Faults (test-only switch, see
-smoke_search.py): one trial raises once mid-training (retried from its checkpoint), one
-trial's loss turns NaN (fails with that reason; its stage picks among the others).
-The whole search is one Ray Tune experiment (folder ``search``; a resumed driver's is
-``search-attempt2``), which Ray Tune's own ``ExperimentAnalysis`` reads. The killed and resumed
-search is also the one that runs with ``--name``, ``--experiment`` and ``--tensorboard``.
+One uninterrupted search (the session's shared ``smoke_search``), and one ended twice before it
+finishes: its storage fills up (a small tmpfs, where one can be mounted), then, resumed, its
+driver is killed; resumed again, it must choose the same schedules with the same scores,
+without retraining what was done. Faults (test-only switch, see smoke_search.py): one trial
+raises once mid-training (retried from its checkpoint), one trial's loss turns NaN (fails
+with that reason; its stage picks among the others). The whole search is one Ray Tune
+experiment (folder ``search``; a resumed driver's is ``search-attempt<k>``), which Ray Tune's
+own ``ExperimentAnalysis`` reads. The interrupted search is also the one that runs with
+``--name``, ``--experiment`` and ``--tensorboard``.
 """
 
+import errno
 import json
 import os
 import signal
@@ -131,52 +133,156 @@ def test_faults_retry_and_nan(uninterrupted):
     assert errors and "injected fault" in errors[0].read_text()
 
 
-def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
-    """Run from the uninterrupted search's own ``config.yaml`` (``--space``: its resolved search
-    space, which a run's config.yaml is made to be taken back as) and as ``--name mytry
-    --experiment my-exp --tensorboard --set train.ece_bins=10`` (the value it has: the same
-    numbers): killed and resumed, it writes the uninterrupted search's results.csv byte for byte;
-    the run folder runs/mytry, the MLflow experiment my-exp and parent run mytry with the
-    override as a param, TensorBoard event files in the trials' folders."""
-    plain, _, _ = uninterrupted
-    work = tmp_path / "killed"
-    work.mkdir()
-    config = plain / "runs" / RUN / "config.yaml"
-    named = ("--name", "mytry", "--experiment", "my-exp", "--tensorboard", "--set", "train.ece_bins=10",
-             "--space", str(config))
-    proc = cli(work, *named, start_new_session=True)
-    state_file = work / "runs" / "mytry" / "search_state.json"
-    deadline = time.time() + 300
-    # Kill the whole driver (and the Ray it started) once five trials have finished.
-    while time.time() < deadline:
-        if state_file.exists():
-            try:
-                done = json.loads(state_file.read_text())["results"]
-            except json.JSONDecodeError:
-                done = {}
-            if len(done) >= 5:
-                break
-        assert proc.poll() is None, proc.stdout.read()[-3000:]
-        time.sleep(0.5)
-    else:
-        pytest.fail("five trials did not finish in time")
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    before = json.loads(state_file.read_text())["results"]
-    assert not all(k in before for k in state_of(plain)["results"]), "killed too late to test a resume"
+# -- one search ended three ways: a full disk, a killed driver, then finished -------------------
+FILLED_AFTER = 4  # finished trials (of 17) before the disk is filled
+NAMED = ("--name", "mytry", "--experiment", "my-exp", "--tensorboard", "--set", "train.ece_bins=10")
 
-    out = finish(cli(work, "--resume", *named))
+
+def _small_tmpfs(folder: Path) -> Path | None:
+    """A 64 MB tmpfs mounted at ``folder``, or None where one cannot be mounted (needs root or
+    CAP_SYS_ADMIN): the full-disk attempt is then left out."""
+    import shutil
+    import subprocess
+
+    folder.mkdir()
+    if shutil.which("mount") is None:
+        return None
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(folder)], capture_output=True)
+    return folder if made.returncode == 0 else None
+
+
+def _fill(folder: Path) -> Path:
+    """Write a file until the filesystem is full; returns it."""
+    filler = folder / "filler"
+    chunk = b"\0" * (1 << 20)
+    with open(filler, "wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(chunk)
+        except OSError as err:
+            assert err.errno == errno.ENOSPC, err
+    with open(filler, "ab", buffering=0) as handle:  # the last partial MiB
+        try:
+            while True:
+                handle.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return filler
+
+
+def _results(state_file: Path) -> dict:
+    try:
+        return json.loads(state_file.read_text())["results"]
+    except (OSError, ValueError):
+        return {}
+
+
+def _wait_for(proc, state_file: Path, count: int, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while len(_results(state_file)) < count:
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def interrupted(uninterrupted, tmp_path_factory):
+    """The uninterrupted search again, from its own ``config.yaml`` (``--space``: its resolved
+    search space, which a run's config.yaml is made to be taken back as) and as ``--name mytry
+    --experiment my-exp --tensorboard --set train.ece_bins=10`` (the value it has: the same
+    numbers), with a 64 MB tmpfs as ``--storage`` (MLflow's sqlite and the data stay off it).
+    Attempt 1: the test fills the tmpfs once four trials have finished (the search must stop
+    with one error line). Attempt 2: ``--resume`` after the space is freed, killed with its
+    whole process group (kill -9) once two more trials have finished. Attempt 3: ``--resume``
+    to the end. Where no tmpfs can be mounted, attempt 1 is left out (storage on disk)."""
+    plain, _, _ = uninterrupted
+    root = tmp_path_factory.mktemp("interrupted")
+    work = root / "work"
+    work.mkdir()
+    store = _small_tmpfs(root / "store")
+    named = (*NAMED, "--space", str(plain / "runs" / RUN / "config.yaml"),
+             "--storage", str(store if store is not None else work / "runs"))
+    folder = (store if store is not None else work / "runs") / "mytry"
+    state_file = folder / "search_state.json"
+    record = {"work": work, "store": store, "folder": folder, "plain": plain, "outs": [], "done_before": []}
+    try:
+        if store is not None:
+            proc = cli(work, *named)
+            _wait_for(proc, state_file, FILLED_AFTER)
+            filler = _fill(store)
+            t0 = time.time()
+            out = proc.communicate(timeout=300)[0]
+            record.update(full_disk={"returncode": proc.returncode, "out": out, "seconds": time.time() - t0,
+                                     "lock_left": (folder / "search.lock").exists(),
+                                     "state": json.loads(state_file.read_text()),
+                                     "temporary": list(folder.glob(".search_state.json.*"))})
+            filler.unlink()
+            record["done_before"].append(set(_results(state_file)))
+        done = set(_results(state_file))
+        proc = cli(work, *named, *(["--resume"] if done else []), start_new_session=True)
+        _wait_for(proc, state_file, len(done) + 2 if done else 5)
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole driver, and the Ray it started
+        record["outs"].append(proc.communicate()[0])
+        record["done_before"].append(set(_results(state_file)))
+        record["out"] = finish(cli(work, "--resume", *named))
+        yield record
+    finally:
+        if store is not None:
+            import subprocess
+
+            subprocess.run(["umount", "-l", str(store)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_the_search_and_resume_finishes_it(interrupted):
+    """Storage that fills mid-search ends it with one error line naming the run folder and the
+    full disk (exit 2), leaves a search state that parses and names only whole checkpoints, and,
+    once space is freed, --resume goes on with every score kept (to the undisturbed winners:
+    test_killed_driver_resumes_without_retraining)."""
+    if interrupted["store"] is None:
+        pytest.skip("cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)")
+    full, folder = interrupted["full_disk"], interrupted["folder"]
+    out = full["out"]
+    assert full["returncode"] == 2, out[-4000:]
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("error: ") and len(last) < 700, out[-4000:]
+    for words in (str(folder), "no space left on device", "free space", "--resume"):
+        assert words in last, (words, last)
+    rest = out.replace(last, "")
+    assert "No space left" not in rest and "OSError" not in rest, rest[-4000:]  # no traceback, no second report
+    print(f"error {full['seconds']:.1f} s after the disk was full")
+    assert not full["lock_left"] and not full["temporary"], "a lock or a temporary state file was left"
+    import torch
+
+    saved = full["state"]  # a whole earlier version, and every checkpoint it names is whole
+    assert len(saved["results"]) >= FILLED_AFTER
+    for path in saved["checkpoints"].values():
+        torch.load(Path(path) / "checkpoint.pt", map_location="cpu", weights_only=True)
+    after = json.loads((folder / "search_state.json").read_text())
+    for tid, score in saved["results"].items():
+        assert after["results"][tid] == score, f"{tid} changed"
+
+
+@pytest.mark.slow
+def test_killed_driver_resumes_without_retraining(interrupted):
+    """Killed and resumed (after the full disk, where there was one), the search writes the
+    uninterrupted search's results.csv byte for byte and trains nothing again that had finished
+    before an attempt began; the run folder mytry, the MLflow experiment my-exp and parent run
+    mytry with the override as a param, TensorBoard event files in the trials' folders."""
+    work, run, plain, out = interrupted["work"], interrupted["folder"], interrupted["plain"], interrupted["out"]
+    killed = interrupted["done_before"][-1]
+    assert not all(k in killed for k in state_of(plain)["results"]), "killed too late to test a resume"
     assert "resuming:" in out and "MLflow: experiment my-exp, run" in out
-    after = state_of(work, "mytry")
+    after = json.loads((run / "search_state.json").read_text())
     assert after["results"] == state_of(plain)["results"], "same scores and winners as the uninterrupted run"
-    # Nothing that had finished was trained again: each trial has one folder across the
-    # experiments of the two drivers (search, search-attempt2).
-    run = work / "runs" / "mytry"
-    for tid, score in before.items():
-        dirs = [d for d in run.glob(f"search*/{tid}") if d.is_dir()]
-        assert len(dirs) == 1, (tid, dirs)
+    # Nothing that had finished before an attempt began was trained in it: attempt k's Tune
+    # experiment is search-attempt<k>, and a trial done before it has no folder there or later.
+    attempts = ["search", *(f"search-attempt{k}" for k in range(2, len(interrupted["done_before"]) + 2))]
+    assert [d["attempt"] for d in after["drivers"]] == list(range(1, len(attempts) + 1))
+    for k, done in enumerate(interrupted["done_before"], start=1):
+        again = {tid for tid in done for later in attempts[k:] if (run / later / tid).is_dir()}
+        assert not again, (attempts[k], sorted(again))
     resumed_lines = [line for line in out.splitlines() if line.strip().startswith("[")]
-    for tid in before:
+    for tid in killed:
         assert not any(f" {tid}:" in line for line in resumed_lines), f"{tid} was retrained"
     parents, kids = children(work, "my-exp")
     assert sorted(k.data.tags["trial_id"] for k in kids) == sorted(after["results"])
@@ -185,17 +291,19 @@ def test_killed_driver_resumes_without_retraining(uninterrupted, tmp_path):
     assert "Search space changed on the command line: `--set train.ece_bins=10`." in (
         run / "report" / "results.md").read_text()
     assert MlflowClient(f"sqlite:///{work / 'mlflow.db'}").get_experiment_by_name(f"focus-tune/{GAME}") is None
-    assert not (work / "runs" / RUN).exists()
+    assert not (run.parent / RUN).exists()
     assert (run / "report" / "results.csv").read_bytes() == (plain / "runs" / RUN / "report" / "results.csv").read_bytes()
+
     def settings(path: Path) -> list[str]:  # config.yaml but for its comments (where it came from, the --set)
         return [line for line in path.read_text().splitlines() if not line.startswith("#")]
 
+    config = plain / "runs" / RUN / "config.yaml"
     assert settings(run / "config.yaml") == settings(config)
     assert "# With --set train.ece_bins=10" in (run / "config.yaml").read_text()
-    # Tune copies its trial logs into the run folder from time to time and at the end: the
-    # resumed driver's trials have theirs (the killed driver's last seconds may be lost).
-    events = {d.parent.name for d in run.glob("search-attempt2/*/events.out.tfevents.*")}
-    assert set(after["results"]) - set(before) <= events, sorted(set(after["results"]) - set(before) - events)
+    # Tune copies its trial logs into the run folder from time to time and at the end: the last
+    # driver's trials have theirs (a killed driver's last seconds may be lost).
+    events = {d.parent.name for d in run.glob(f"{attempts[-1]}/*/events.out.tfevents.*")}
+    assert set(after["results"]) - killed <= events, sorted(set(after["results"]) - killed - events)
 
 
 def test_ray_tune_analysis_reads_every_trial(smoke_search):
