@@ -356,7 +356,7 @@ def _read_out(proc: subprocess.Popen, lines: list[str]) -> threading.Thread:
     return thread
 
 
-def _wait_for_results(work: Path, proc: subprocess.Popen, count: int, timeout: float = 300) -> dict:
+def _wait_for_results(work: Path, proc: subprocess.Popen, count: int, lines: list[str], timeout: float = 300) -> dict:
     path, deadline = work / "runs" / RUN / "search_state.json", time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
         try:
@@ -366,7 +366,7 @@ def _wait_for_results(work: Path, proc: subprocess.Popen, count: int, timeout: f
         except (OSError, ValueError):
             pass
         time.sleep(0.5)
-    pytest.fail(f"no {count} finished trials (exit {proc.poll()})")
+    pytest.fail(f"no {count} finished trials (exit {proc.poll()}):\n" + "".join(lines)[-4000:])
 
 
 def _check_mlflow(uri: str, work: Path) -> dict:
@@ -447,7 +447,7 @@ def test_an_outage_is_waited_out_and_one_that_outlasts_the_patience_ends_the_sea
     reader = _read_out(proc, lines)
     try:
         # A brief outage: waited out. Back as soon as the search has met it.
-        _wait_for_results(work, proc, 2)
+        _wait_for_results(work, proc, 2, lines)
         server.stop()
         t_stop = time.time()
         _wait_for_line(proc, lines, f"MLflow at {server.uri}: unreachable (")
@@ -459,7 +459,7 @@ def test_an_outage_is_waited_out_and_one_that_outlasts_the_patience_ends_the_sea
 
         # An outage that outlasts the patience: the search ends, resumably.
         done = len(json.loads((work / "runs" / RUN / "search_state.json").read_text())["results"])
-        _wait_for_results(work, proc, done + 1)
+        _wait_for_results(work, proc, done + 1, lines)
         server.stop()
         proc.wait(timeout=PATIENCE_S + 120)
         reader.join(5)
