@@ -10,6 +10,7 @@ alone: :data:`LONG_FILES`), and the session's smoke search is run once for all t
 
 import compileall
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -18,7 +19,16 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from smoke_search import cli, finish
+# One intra-op thread for torch in every process of the suite (this one, its xdist workers and
+# every subprocess they start; trial workers still set theirs from --cpus-per-trial): three
+# test processes share two cores, and a torch pool of two threads per process spins on a core
+# another process holds. test_packed, test_temperature and test_train together took 90-127
+# user-seconds with the default pool and 16-17 with one thread, beside a search on the same
+# two cores (docs/BENCHMARKS.md, "Where the suite's CPU goes"). Set before torch is imported;
+# a value already set is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from smoke_search import cli, finish  # noqa: E402
 
 
 @dataclass
