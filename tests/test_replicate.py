@@ -335,10 +335,10 @@ def test_the_verdict_across_scenarios(tmp_path):
         (out / "searches" / f"seed{r}").mkdir(parents=True)
         (out / "searches" / f"seed{r}" / "provenance.json").write_text(json.dumps(
             {"commit": "c9f0136" + "0" * 33, "cpu": f"AMD EPYC {kind} AVX-512", "cores": 2, "wall_s": wall}))
-    from focus_tune.replicate.verdict import BLOCK_END, BLOCK_START
+    from focus_tune.replicate.verdict import BLOCK_END, BLOCK_START, DATA_END, DATA_START
 
     readme, plain = tmp_path / "README.md", tmp_path / "plain.md"
-    readme.write_text(f"# x\n\n{BLOCK_START}\nold table\n{BLOCK_END}\n\nafter\n")
+    readme.write_text(f"# x\n\n{BLOCK_START}\nold table\n{BLOCK_END}\n\nafter\n{DATA_START}\nold data\n{DATA_END}\n")
     plain.write_text("no block here\n")
     cmd = [sys.executable, "-m", "focus_tune.replicate.verdict", "--out", str(tmp_path / "verdict"), str(out)]
     refused = subprocess.run([*cmd, "--docs", str(readme), str(plain)], capture_output=True, text=True, timeout=120)
@@ -347,8 +347,9 @@ def test_the_verdict_across_scenarios(tmp_path):
     proc = subprocess.run([*cmd, "--docs", str(readme)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     text = readme.read_text()
-    assert text.startswith(f"# x\n\n{BLOCK_START}\n| scenario | R |") and text.endswith(f"{BLOCK_END}\n\nafter\n")
+    assert text.startswith(f"# x\n\n{BLOCK_START}\n| scenario | R |") and text.endswith(f"{DATA_END}\n")
     assert "old table" not in text and "| H.E.R.O. | 4 | 0.0385 | -0.0100, 4/4 | 0.850 | -0.010, 0/4 |" in text
+    assert "old data" not in text and f"{BLOCK_END}\n\nafter\n{DATA_START}\n| scenario |" in text
     v = json.loads((tmp_path / "verdict" / "verdict.json").read_text())
     row = v["scenarios"]["hero"]
     assert row["runs"] == 4 and row["regime"] == {"kept": 0, "runs": 4} and row["paper"] == {
@@ -479,12 +480,19 @@ def test_the_split_association_pairs_each_search_with_its_own_dataset():
 def test_readme_and_results_open_with_the_committed_verdict():
     """The verdict blocks of README.md and docs/RESULTS.md are the short table of the committed
     docs/results/verdict/verdict.json (scripts/verdict_aggregate.sh writes all three)."""
-    from focus_tune.replicate.verdict import BLOCK_END, BLOCK_START, short_markdown
+    from focus_tune.replicate.verdict import BLOCK_END, BLOCK_START, DATA_END, DATA_START, facts_markdown, short_markdown
 
     root = Path(__file__).resolve().parents[1]
-    table = short_markdown(json.loads((root / "docs" / "results" / "verdict" / "verdict.json").read_text()))
-    assert len(table) == 2 + 6
+    v = json.loads((root / "docs" / "results" / "verdict" / "verdict.json").read_text())
+    table, facts = short_markdown(v), facts_markdown(v["frame"], v["data"])
+    assert len(table) == 2 + 6 and len(facts) == 2 + 6
+
+    def block(text: str, start: str, end: str) -> list[str]:
+        return text[text.index(start) + len(start):text.index(end)].strip("\n").split("\n")
+
     for doc in ("README.md", "docs/RESULTS.md"):
         text = (root / doc).read_text()
-        block = text[text.index(BLOCK_START) + len(BLOCK_START):text.index(BLOCK_END)]
-        assert block.strip("\n").split("\n") == table, doc
+        assert block(text, BLOCK_START, BLOCK_END) == table, doc
+        if DATA_START in text:
+            assert block(text, DATA_START, DATA_END) == facts, doc
+    assert DATA_START in (root / "docs/RESULTS.md").read_text()

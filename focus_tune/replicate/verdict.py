@@ -187,13 +187,26 @@ def short_markdown(v: dict) -> list[str]:
     return lines
 
 
-def replace_block(text: str, lines: list[str], where: str) -> str:
-    """``text`` with the lines between :data:`BLOCK_START` and :data:`BLOCK_END` replaced."""
-    if text.count(BLOCK_START) != 1 or text.count(BLOCK_END) != 1 or text.index(BLOCK_START) > text.index(BLOCK_END):
-        raise ValueError(f"{where}: needs one '{BLOCK_START}' line and one '{BLOCK_END}' line after it")
-    head, rest = text.split(BLOCK_START, 1)
-    _, tail = rest.split(BLOCK_END, 1)
-    return head + BLOCK_START + "\n" + "\n".join(lines) + "\n" + BLOCK_END + tail
+# A page may also hold the table of what the data show (optional): the same rule, other markers.
+DATA_START = "<!-- verdict data: written by python -m focus_tune.replicate.verdict --docs (do not edit) -->"
+DATA_END = "<!-- end of the verdict data -->"
+
+
+def replace_block(text: str, lines: list[str], where: str, start: str = BLOCK_START, end: str = BLOCK_END) -> str:
+    """``text`` with the lines between ``start`` and ``end`` replaced."""
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise ValueError(f"{where}: needs one '{start}' line and one '{end}' line after it")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
+
+
+def update_doc(text: str, v: dict, where: str) -> str:
+    """A page with its verdict block (required) and its data block (where it has one) rewritten."""
+    text = replace_block(text, short_markdown(v), where)
+    if DATA_START in text or DATA_END in text:
+        text = replace_block(text, facts_markdown(v["frame"], v["data"]), where, DATA_START, DATA_END)
+    return text
 
 
 def notes(v: dict) -> list[str]:
@@ -444,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                  "are comparable only within it.", ""]
     (args.out / "verdict.md").write_text("\n".join(text))
     try:  # every file checked before any is written
-        updated = {doc: replace_block(doc.read_text(), short_markdown(v), str(doc)) for doc in args.docs}
+        updated = {doc: update_doc(doc.read_text(), v, str(doc)) for doc in args.docs}
     except (OSError, ValueError) as e:
         ap.exit(2, f"verdict: {e}; no file was changed\n")
     for doc, new_text in updated.items():
