@@ -40,16 +40,14 @@ status=$?
 set -e
 # Processes the command left behind still count until they end or are moved out (cleanup).
 wall=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
-if [[ -f $group/cpu.stat && ! -f $group/cpuacct.usage ]]; then
+if [[ -f $group/cpuacct.usage ]]; then
+    # v1: cpuacct.stat splits user and system in ticks; cpuacct.usage (ns) is the exact total
+    read -r user system < <(awk -v hz="$(getconf CLK_TCK)" -v total="$(cat "$group/cpuacct.usage")" '
+        $1 == "user" { u = $2 / hz } $1 == "system" { s = $2 / hz }
+        END { t = total / 1e9; s = (u + s > 0) ? t * s / (u + s) : 0; print t - s, s }' "$group/cpuacct.stat")
+else
     read -r user system < <(awk '$1 == "user_usec" { u = $2 / 1e6 } $1 == "system_usec" { s = $2 / 1e6 }
                                 END { print u, s }' "$group/cpu.stat")
-else
-    hz=$(getconf CLK_TCK)  # cpuacct.stat is in ticks; cpuacct.usage (ns) is the exact total
-    read -r user system < <(awk -v hz="$hz" '$1 == "user" { u = $2 / hz } $1 == "system" { s = $2 / hz }
-                                END { print u, s }' "$group/cpuacct.stat")
-    total=$(awk '{ printf "%.3f", $1 / 1e9 }' "$group/cpuacct.usage")
-    system=$(awk -v t="$total" -v u="$user" -v s="$system" 'BEGIN { printf "%.3f", (u + s > 0) ? t * s / (u + s) : 0 }')
-    user=$(awk -v t="$total" -v s="$system" 'BEGIN { printf "%.3f", t - s }')
 fi
 awk -v u="$user" -v s="$system" -v w="$wall" -v st="$status" -v cmd="$*" \
     'BEGIN { printf "cpu_seconds: %.1f (user %.1f, system %.1f) wall %s s, exit %s: %s\n", u + s, u, s, w, st, cmd }' >&2

@@ -32,3 +32,15 @@ def finish(proc: subprocess.Popen, timeout: float = 420) -> str:
 
 def state_of(workdir: Path, run: str = RUN) -> dict:
     return json.loads((workdir / "runs" / run / "search_state.json").read_text())
+
+
+def search_runs(db: Path, experiment: str = f"focus-tune/{GAME}"):
+    """The MLflow client of the sqlite store ``db``, the ``experiment``, its search (parent) runs
+    (tag kind "search") and its trials' child runs."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    return (client, exp, [r for r in runs if r.data.tags.get("kind") == "search"],
+            [r for r in runs if "mlflow.parentRunId" in r.data.tags])

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from netstat import descendants
+from smoke_search import search_runs
 from test_data_store import _rewrite_marginals, write_small
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -231,14 +232,6 @@ def _start(cwd: Path, data_root: Path) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
-def _parent_runs(cwd: Path):
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("focus-tune/facemed")
-    return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("kind") == "search"], client, exp
-
-
 @pytest.mark.slow
 def test_second_ctrl_c_exits_at_once_and_leaves_no_process(tmp_path, smoke_data):
     proc = _start(tmp_path, smoke_data)
@@ -280,7 +273,7 @@ def test_a_search_that_fails_midway_marks_its_parent_failed(tmp_path, smoke_data
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
     assert "stage1" in result.stderr and "Traceback" not in result.stderr
     assert "rerun with --resume" in result.stderr
-    parents, client, exp = _parent_runs(tmp_path)
+    client, exp, parents, _ = search_runs(tmp_path / "mlflow.db", "focus-tune/facemed")
     assert [p.info.status for p in parents] == ["FAILED"]
     assert "StageFailed" in parents[0].data.tags["stop_reason"]
     kids = client.search_runs([exp.experiment_id], filter_string="tags.kind != 'search'")

@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from focus_tune.replicate.regime import REGIMES, check_run, regime
-from smoke_search import GAME, RUN
+from smoke_search import GAME, RUN, search_runs
 
 REPO = Path(__file__).resolve().parents[1]
 KEYS = ("test/marginal/ece", "test/marginal/ece_debiased", "test/marginal/ce", "test/marginal/auc",
@@ -204,13 +204,6 @@ def _lines_until(proc, text: str, seen: list[str]) -> None:
     raise AssertionError(f"{text!r} never printed:\n{''.join(seen)}")
 
 
-def _search_runs(db: Path):
-    """The search's MLflow client, its experiment and its parent runs (kind "search")."""
-    client = MlflowClient(f"sqlite:///{db}")
-    exp = client.get_experiment_by_name(f"focus-tune/{GAME}")
-    return client, exp, [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("kind") == "search"]
-
-
 def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes(smoke_search, tmp_path):
     """Seed 0 is the session's finished smoke search, copied into the storage folder as a
     replication leaves it; seed 1 is searched, stopped by Ctrl-C once a trial of it finished
@@ -266,7 +259,7 @@ def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes
     assert "continue with the same command and --resume" in log
     done = [tid for tid, v in saved["results"].items() if v is not None]
     assert all(log.count(f"] {tid}: training") == 1 for tid in done), "a trial was handed out again"
-    client, exp, parents = _search_runs(storage / f"mlflow-{GAME}-smoke-seed1.db")
+    client, exp, parents, _ = search_runs(storage / f"mlflow-{GAME}-smoke-seed1.db")
     assert [p.info.status for p in parents] == ["KILLED"] and "SIGINT" in parents[0].data.tags["stop_reason"]
     kids = client.search_runs([exp.experiment_id], filter_string="tags.kind != 'search'")
     assert "RUNNING" not in {k.info.status for k in kids}
@@ -287,7 +280,7 @@ def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes
     for tid, score in saved["results"].items():
         assert finished[tid] == score, f"{tid}: a finished trial was retrained"
     assert all(log.count(f"] {tid}: training") == 1 for tid in done), "a finished trial was trained again"
-    client, exp, parents = _search_runs(storage / f"mlflow-{GAME}-smoke-seed1.db")
+    client, exp, parents, _ = search_runs(storage / f"mlflow-{GAME}-smoke-seed1.db")
     assert [p.info.status for p in parents] == ["FINISHED"]
     models = client.search_logged_models([exp.experiment_id])
     assert sorted(m.name for m in models) == ["model-constant", "model-none", "model-time-dependent"]

@@ -14,7 +14,9 @@ own ``ExperimentAnalysis`` reads. The interrupted search is also the one that ru
 import errno
 import json
 import os
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import pytest
 from mlflow.artifacts import download_artifacts
 from mlflow.tracking import MlflowClient
 
-from smoke_search import GAME, RUN, cli, finish, state_of
+from smoke_search import GAME, RUN, cli, finish, search_runs, state_of
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +33,7 @@ def uninterrupted(smoke_search):
 
 
 def children(workdir: Path, experiment: str = f"focus-tune/{GAME}"):
-    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
-    exp = client.get_experiment_by_name(experiment)
-    runs = client.search_runs([exp.experiment_id], max_results=1000)
-    parents = [r for r in runs if r.data.tags.get("kind") == "search"]
-    kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    _, _, parents, kids = search_runs(workdir / "mlflow.db", experiment)
     return parents, kids
 
 
@@ -141,9 +139,6 @@ NAMED = ("--name", "mytry", "--experiment", "my-exp", "--tensorboard", "--set", 
 def _small_tmpfs(folder: Path) -> Path | None:
     """A 64 MB tmpfs mounted at ``folder``, or None where one cannot be mounted (needs root or
     CAP_SYS_ADMIN): the full-disk attempt is then left out."""
-    import shutil
-    import subprocess
-
     folder.mkdir()
     if shutil.which("mount") is None:
         return None
@@ -203,7 +198,7 @@ def interrupted(uninterrupted, tmp_path_factory):
              "--storage", str(store if store is not None else work / "runs"))
     folder = (store if store is not None else work / "runs") / "mytry"
     state_file = folder / "search_state.json"
-    record = {"work": work, "store": store, "folder": folder, "plain": plain, "outs": [], "done_before": []}
+    record = {"work": work, "store": store, "folder": folder, "plain": plain, "done_before": []}
     try:
         if store is not None:
             proc = cli(work, *named)
@@ -221,14 +216,12 @@ def interrupted(uninterrupted, tmp_path_factory):
         proc = cli(work, *named, *(["--resume"] if done else []), start_new_session=True)
         _wait_for(proc, state_file, len(done) + 2 if done else 5)
         os.killpg(proc.pid, signal.SIGKILL)  # the whole driver, and the Ray it started
-        record["outs"].append(proc.communicate()[0])
+        proc.communicate()
         record["done_before"].append(set(_results(state_file)))
         record["out"] = finish(cli(work, "--resume", *named))
         yield record
     finally:
         if store is not None:
-            import subprocess
-
             subprocess.run(["umount", "-l", str(store)], capture_output=True)
 
 

@@ -142,6 +142,20 @@ def _cell(c: dict | None, digits: int) -> str:
     return f"{mark}{_num(c['mean'], digits, True)}{mark}{ci}, {k}/{c['runs']}"
 
 
+def _comparison(row: dict, label: str) -> str:
+    """A comparison's cell: ECE differences to 4 digits, the others to 3."""
+    return _cell(row["comparisons"].get(label), 4 if label.startswith("ECE") else 3)
+
+
+def _regime(row: dict) -> str:
+    return "n/a" if row["regime"] is None else f"{row['regime']['kept']}/{row['regime']['runs']}"
+
+
+def _paper(row: dict, key: str, digits: int) -> str:
+    values = (row["paper"] or {}).get(key)
+    return " → ".join(f"{x:.{digits}f}" for x in values) if values else "n/a"
+
+
 def markdown(v: dict) -> list[str]:
     """The verdict table and how to read it."""
     cols = [label for label, _, _ in COMPARISONS]
@@ -149,17 +163,10 @@ def markdown(v: dict) -> list[str]:
              + " | regime kept | paper: ECE none → time-dep. | paper: coverage none → time-dep. |",
              "|---|---:|---:|---:|" + "---|" * len(cols) + "---:|---:|---:|"]
     for scenario, row in v["scenarios"].items():
-        comps = row["comparisons"]
-        digits = {"coverage": 3, "interval score": 3, "interval score vs none +conformal": 3,
-                  "width vs none +conformal": 3}
-        cells = [_cell(comps.get(c), digits.get(c, 4)) for c in cols]
-        regime = "n/a" if row["regime"] is None else f"{row['regime']['kept']}/{row['regime']['runs']}"
-        paper = row["paper"] or {}
-        ece = " → ".join(f"{x:.3f}" for x in paper["ece"]) if "ece" in paper else "n/a"
-        cov = " → ".join(f"{x:.2f}" for x in paper["coverage"]) if "coverage" in paper else "n/a"
         lines.append(f"| {NAMES.get(scenario, scenario)} | {row['runs']} | "
-                     f"{_num(row['none']['test/marginal/ece'], 4)} | {_num(row['none']['test/interval/coverage'])} | " + " | ".join(cells)
-                     + f" | {regime} | {ece} | {cov} |")
+                     f"{_num(row['none']['test/marginal/ece'], 4)} | {_num(row['none']['test/interval/coverage'])} | "
+                     + " | ".join(_comparison(row, c) for c in cols)
+                     + f" | {_regime(row)} | {_paper(row, 'ece', 3)} | {_paper(row, 'coverage', 2)} |")
     return lines
 
 
@@ -177,13 +184,10 @@ def short_markdown(v: dict) -> list[str]:
              "| paper: ECE none → time-dep. |",
              "|---|---:|---:|---|---:|---|---|---|---:|---:|"]
     for scenario, row in v["scenarios"].items():
-        comps = row["comparisons"]
-        cells = [_cell(comps.get(c), 4 if "ECE" in c else 3) for c in SHORT]
-        regime = "n/a" if row["regime"] is None else f"{row['regime']['kept']}/{row['regime']['runs']}"
-        paper = (row["paper"] or {}).get("ece")
+        cells = [_comparison(row, c) for c in SHORT]
         lines.append(f"| {NAMES.get(scenario, scenario)} | {row['runs']} | {_num(row['none']['test/marginal/ece'], 4)} | "
                      f"{cells[0]} | {_num(row['none']['test/interval/coverage'])} | {cells[1]} | {cells[2]} | "
-                     f"{cells[3]} | {regime} | {' → '.join(f'{x:.3f}' for x in paper) if paper else 'n/a'} |")
+                     f"{cells[3]} | {_regime(row)} | {_paper(row, 'ece', 3)} |")
     return lines
 
 
