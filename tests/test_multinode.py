@@ -2,12 +2,15 @@
 
 Two ``ray start`` nodes on loopback (1 CPU each, explicit memory and object store, each with
 its own temp dir and free ports, token authentication with a token made for this test), the
-search driver as a subprocess with ``--address`` and a storage folder both nodes share. Then:
-every trial ran on one of the two nodes and both nodes ran trials (both share 127.0.0.1, so
-the trial's worker pid, found in one node's log folder, tells them apart); MLflow holds one
-FINISHED parent with one FINISHED child per trial, tagged with stage and family. The cluster
-is stopped by its own processes only (``ray stop`` would stop every Ray on the machine),
-also when a test fails.
+search driver as a subprocess with ``--address`` and a storage folder both nodes share. One
+search, disturbed twice (a worker node lost, the driver killed and resumed), with the faults of
+the session's smoke search (tests/smoke_search.py): every trial ran on a node of the cluster
+and trials ran on two nodes at once (both share 127.0.0.1, so the trial's worker pid, found in
+one node's log folder, tells them apart); MLflow holds one FINISHED parent with one child per
+trial, tagged with stage and family; and every score is the smoke search's, run on a local
+Ray without disturbance. A client with a wrong token is refused beside it. The cluster is
+stopped by its own processes only (``ray stop`` would stop every Ray on the machine), also
+when a test fails.
 """
 
 import importlib.util
@@ -23,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from fault_search import Gate
+from smoke_search import FAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("local_cluster", ROOT / "scripts" / "local_cluster.py")
@@ -60,47 +64,6 @@ def cluster(sentinel):
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def search(cluster):
-    """The smoke search against the cluster; beside it, a client with a wrong token (its
-    ~20 s of connection retries overlap the search instead of adding to the test)."""
-    root = cluster.root
-    bad = root / "wrong_token"
-    bad.write_text("0" * 64)
-    code = f"import ray; ray.init(address={cluster.address!r}, logging_level='ERROR'); print('CONNECTED')"
-    intruder = subprocess.Popen([sys.executable, "-c", code], env=dict(cluster.full_env(), RAY_AUTH_TOKEN_PATH=str(bad)),
-                                cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    # The two stage-1 trials wait at a gate (tests/fault_search.py) until both have started, so
-    # that they run at the same time, one per node: smoke trials otherwise finish in under a
-    # second, and Tune hands the next one to the warm actor that just finished rather than
-    # start another.
-    stage1 = ["stage1-l0.01-s0", "stage1-l0.05-s0"]
-    faults = dict.fromkeys(stage1, "gate")
-    gate = Gate(root / "gate")
-    cmd = [sys.executable, str(ROOT / "tests" / "fault_search.py"), "--game", GAME, "--profile", "smoke",
-           "--address", cluster.address, "--storage", str(root / "runs"),
-           "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}", "--data-root", str(root / "data"),
-           "--cpus-per-trial", "1"]
-    proc = None
-    try:
-        t0 = time.time()
-        proc = subprocess.Popen(cmd, cwd=root, env=dict(cluster.full_env(), **gate.env, PYTHONUNBUFFERED="1",
-                                                        FOCUS_TUNE_TEST_FAULTS=json.dumps(faults)),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        gate.wait(proc, stage1, what="both stage-1 trials running, one per node")
-        gate.release(*stage1)
-        out, _ = proc.communicate(timeout=480)
-        seconds = time.time() - t0
-        intruder_out, _ = intruder.communicate(timeout=120)
-    finally:
-        for p in (intruder, proc):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
-    assert proc.returncode == 0, out[-6000:]
-    return {"out": out, "seconds": seconds, "intruder": (intruder.returncode, intruder_out)}
-
-
 def test_two_nodes_with_explicit_resources(cluster):
     nodes = cluster.alive_nodes()
     assert len(nodes) == 2
@@ -111,29 +74,15 @@ def test_two_nodes_with_explicit_resources(cluster):
     assert sorted(cluster.node_ids.values()) == ["head", "worker1"]
 
 
-def test_token_auth_is_enforced(search):
-    # The right auth mode with a wrong token is refused by the cluster.
-    returncode, out = search["intruder"]
-    assert returncode != 0 and "CONNECTED" not in out
-    assert "InvalidAuthToken" in out, out[-3000:]
-
-
-def test_search_runs_on_both_nodes_and_mlflow_is_complete(cluster, search):
-    out, seconds = search["out"], search["seconds"]
-    assert "chosen time-dependent schedule:" in out
-    report = local_cluster.verify(cluster, cluster.root / "runs", f"sqlite:///{cluster.root / 'mlflow.db'}",
-                                  f"focus-tune/{GAME}")
-    state = json.loads((cluster.root / "runs" / f"{GAME}-smoke-seed0" / "search_state.json").read_text())
-    assert sorted(report["placement"]) == sorted(state["results"])
-    assert all(v is not None for v in state["results"].values())
-    assert min(report["trials_per_node"].values()) >= 1
-    print(f"\ncluster start {cluster.start_seconds:.0f}s, search {seconds:.0f}s, "
-          f"trials per node {report['trials_per_node']}")
-
-
-# -- faults of a real cluster: a lost worker node, a lost driver --------------------------------
-STAGE1, STAGE2 = ["stage1-l0.01-s0", "stage1-l0.05-s0"], ["stage2-l0.01-s0", "stage2-l0.05-s0"]
-DISTURBED = dict.fromkeys(STAGE1 + STAGE2, "gate@2")
+# -- one search, disturbed: a lost worker node, a lost driver -------------------------------------
+# The smoke search's faults (tests/smoke_search.py: one stage-1 trial turns NaN, two trials
+# raise once at epoch 2), and gates before epoch 2 (tests/fault_search.py) for the two trials
+# held in each round. stage2-l0.01-s0's raise becomes a gate: either way it goes on from its
+# epoch-1 checkpoint, retried by Tune there, resumed by the new driver here.
+ROUND1, ROUND2 = ["stage1-l0.01-s0", "none-s0"], ["stage2-l0.01-s0", "stage2-l0.05-s0"]
+DISTURBED = {**FAULTS, **dict.fromkeys(ROUND1 + ROUND2, "gate@2")}
+NAN, RAISED = "stage1-l0.05-s0", "constant-0.01-s0"
+assert FAULTS[NAN] == "nan" and FAULTS[RAISED] == "raise@2" and not set(ROUND1 + ROUND2) & {NAN, RAISED}
 RUN = f"{GAME}-smoke-seed0"
 
 
@@ -167,49 +116,59 @@ def _live_trials_of(cluster, job: str, wait_s: float = 60) -> tuple[int, float]:
 
 
 @pytest.fixture(scope="module")
-def disturbed(cluster, search):
-    """The search of ``search`` again, on its own storage and MLflow store, disturbed twice,
-    each time while the trials wait at their gates before epoch 2 (tests/fault_search.py).
-    Round 1: while both stage-1 trials run (one per node), worker1 is lost (SIGKILL to all its
-    processes at once, as a preempted machine) and a replacement node, worker2, joins; then
-    their gates open. Round 2: while both stage-2 trials run, the driver is killed (kill -9);
-    once Ray has stopped its trials, their gates open and the same command with ``--resume``
-    finishes the search on the same cluster."""
+def disturbed(cluster):
+    """The smoke search against the cluster, disturbed twice, each time while two trials wait
+    at their gates before epoch 2, one per node (each node has one CPU). Round 1: while
+    stage1-l0.01-s0 and none-s0 run, worker1 is lost (SIGKILL to all its processes at once, as
+    a preempted machine) and a replacement node, worker2, joins; then their gates open. Round
+    2: while both stage-2 trials run, the driver is killed (kill -9); once Ray has stopped its
+    trials, their gates open and the same command with ``--resume`` finishes the search on the
+    same cluster. Beside it, a client with a wrong token (its ~20 s of connection retries
+    overlap the search instead of adding to the test)."""
     root = cluster.root
-    storage, db = root / "runs-disturbed", root / "mlflow-disturbed.db"
+    bad = root / "wrong_token"
+    bad.write_text("0" * 64)
+    code = f"import ray; ray.init(address={cluster.address!r}, logging_level='ERROR'); print('CONNECTED')"
+    intruder = subprocess.Popen([sys.executable, "-c", code], env=dict(cluster.full_env(), RAY_AUTH_TOKEN_PATH=str(bad)),
+                                cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    storage, db = root / "runs", root / "mlflow.db"
     folder = storage / RUN
     cmd = [sys.executable, str(ROOT / "tests" / "fault_search.py"), "--game", GAME, "--profile", "smoke",
            "--address", cluster.address, "--storage", str(storage), "--tracking-uri", f"sqlite:///{db}",
            "--data-root", str(root / "data"), "--cpus-per-trial", "1"]
-    gate = Gate(root / "gate-disturbed")
+    gate = Gate(root / "gate")
     env = dict(cluster.full_env(), **gate.env, PYTHONUNBUFFERED="1", FOCUS_TUNE_TEST_FAULTS=json.dumps(DISTURBED))
+    t0 = time.time()
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        gate.wait(proc, STAGE1, until=lambda: _checkpointed(folder, STAGE1), what="two stage-1 trials at their gates")
+        gate.wait(proc, ROUND1, until=lambda: _checkpointed(folder, ROUND1), what="two trials at their gates, one per node")
         killed = cluster.kill_node("worker1")
         cluster.add_node("worker2")
-        gate.release(*STAGE1)  # the trial of worker1 is retried from its checkpoint, past its gate
-        gate.wait(proc, STAGE2, until=lambda: _checkpointed(folder, STAGE2), what="two stage-2 trials at their gates")
+        gate.release(*ROUND1)  # the trial of worker1 is retried from its checkpoint, past its gate
+        gate.wait(proc, ROUND2, until=lambda: _checkpointed(folder, ROUND2), what="two stage-2 trials at their gates")
         before = _state(folder)
         proc.kill()  # kill -9 of the driver
         t_kill = time.time()
         first_out, _ = proc.communicate(timeout=60)
+        intruder_out, _ = intruder.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        for p in (intruder, proc):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     job = before["drivers"][-1]["ray_job"]
     live, live_s = _live_trials_of(cluster, job)
     # Open only now, with the dead driver's trials gone: the resumed ones start from their
     # epoch-1 checkpoints and do not stop at a gate; one restarted from scratch passes it.
-    gate.release(*STAGE2)
+    gate.release(*ROUND2)
     t_resume = time.time()
     resumed = subprocess.run([*cmd, "--resume"], cwd=root, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=480)
     assert resumed.returncode == 0, resumed.stdout[-6000:]
-    return {"folder": folder, "db": db, "first_out": first_out, "out": resumed.stdout, "killed": killed,
-            "before": before, "job": job, "live": live, "strays_gone_s": t_resume - t_kill, "live_s": live_s,
-            "t_resume": t_resume}
+    return {"folder": folder, "storage": storage, "db": db, "first_out": first_out, "out": resumed.stdout,
+            "killed": killed, "before": before, "job": job, "live": live, "strays_gone_s": t_resume - t_kill,
+            "live_s": live_s, "t_resume": t_resume, "seconds": time.time() - t0,
+            "intruder": (intruder.returncode, intruder_out)}
 
 
 def _children(db: Path):
@@ -223,27 +182,55 @@ def _children(db: Path):
         r for r in runs if "mlflow.parentRunId" not in r.data.tags]
 
 
+def test_token_auth_is_enforced(disturbed):
+    # The right auth mode with a wrong token is refused by the cluster.
+    returncode, out = disturbed["intruder"]
+    assert returncode != 0 and "CONNECTED" not in out
+    assert "InvalidAuthToken" in out, out[-3000:]
+
+
+def test_trials_ran_on_the_cluster_two_at_a_time(cluster, disturbed):
+    """Where each trial's last result came from (its Ray node id, else its worker's pid in a
+    node's log folder): a node of this cluster for every trial with a score, and more than one
+    node (the two trials held in each round ran at once, and a node has one CPU)."""
+    placement = {}
+    for tid, result in sorted(local_cluster.trial_results(disturbed["storage"]).items()):
+        nodes = local_cluster.node_of(cluster, result)
+        assert len(nodes) == 1, f"trial {tid} ({result}) found on nodes {nodes}"
+        placement[tid] = nodes[0]
+    state = json.loads((disturbed["folder"] / "search_state.json").read_text())
+    assert {t for t, v in state["results"].items() if v is not None} <= set(placement) <= set(state["results"]), placement
+    assert set(placement.values()) <= {"head", "worker1", "worker2"} and len(set(placement.values())) >= 2, placement
+    per_node = {n: sum(v == n for v in placement.values()) for n in sorted(set(placement.values()))}
+    print(f"\ncluster start {cluster.start_seconds:.0f}s, search with its resume {disturbed['seconds']:.0f}s, "
+          f"trials per node {per_node}")
+
+
 def test_a_lost_worker_node_costs_one_retry_from_the_checkpoint(disturbed):
     assert disturbed["killed"], "worker1 had no process to kill"
     out = disturbed["first_out"]
     assert "retrying from its last checkpoint" in out, out[-4000:]
     client, children, parents = _children(disturbed["db"])
-    retried = [r for r in children if r.data.tags.get("retries")]
-    # Exactly the stage-1 trial that ran on worker1 crashed, once: Ray lost its actor with the node.
-    assert [r.data.tags["trial_id"] for r in retried] in (["stage1-l0.01-s0"], ["stage1-l0.05-s0"])
-    tags = retried[0].data.tags
+    retried = {r.data.tags["trial_id"]: r for r in children if r.data.tags.get("retries")}
+    assert "injected fault" in retried.pop(RAISED).data.tags["retry.1"]  # the smoke search's fault
+    # Exactly the held trial that ran on worker1 crashed, once: Ray lost its actor with the node.
+    assert list(retried) in ([ROUND1[0]], [ROUND1[1]]), list(retried)
+    tags = next(iter(retried.values())).data.tags
     assert tags["retries"] == "1" and "actor" in tags["retry.1"].lower(), tags
     # It went on from its epoch-1 checkpoint: each epoch logged once (a restart from scratch
     # would log epoch 1 twice).
-    steps = [m.step for m in client.get_metric_history(retried[0].info.run_id, "train/loss")]
+    steps = [m.step for m in client.get_metric_history(next(iter(retried.values())).info.run_id, "train/loss")]
     assert sorted(steps) == [1, 2, 3], steps
 
 
 def test_a_killed_driver_resumes_on_the_cluster_without_retraining(disturbed):
     before, folder = disturbed["before"], disturbed["folder"]
     done = set(before["results"])
-    # Both stage-1 trials and at least one baseline had finished (stage 2 waits for stage 1).
-    assert len(done) >= 3 and f"resuming: {len(done)} trials already done" in disturbed["out"]
+    # Both stage-1 trials and both round-1 trials had finished (stage 2 waits for stage 1); the
+    # NaN one without a score.
+    scored = sum(v is not None for v in before["results"].values())
+    assert set(ROUND1) | {NAN} <= done and f"resuming: {scored} trials already done" in disturbed["out"], \
+        (sorted(done), disturbed["out"][:2000])
     # Ray stopped the dead driver's trials (their actors shared its fate) before the resume.
     assert disturbed["live"] == 0
     # Nothing finished before the kill was trained again: the resumed Tune experiment holds
@@ -258,25 +245,36 @@ def test_a_killed_driver_resumes_on_the_cluster_without_retraining(disturbed):
     print(f"\ndead driver's trials gone {disturbed['strays_gone_s']:.0f} s after the kill")
 
 
-def test_every_trial_is_one_finished_mlflow_run(disturbed):
+def test_every_trial_is_one_mlflow_run(disturbed):
+    """One FINISHED parent; one child per trial, tagged with stage and family, FINISHED but for
+    the trial whose loss turned NaN, which is FAILED."""
     state = json.loads((disturbed["folder"] / "search_state.json").read_text())
     _, children, parents = _children(disturbed["db"])
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     ids = [r.data.tags["trial_id"] for r in children]
     assert sorted(ids) == sorted(state["results"]), "a trial without its run, or a duplicate run"
-    assert all(r.info.status == "FINISHED" for r in children)
+    assert all(r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id for r in children)
+    for r in children:
+        tid = r.data.tags["trial_id"]
+        assert r.info.status == ("FAILED" if state["results"][tid] is None else "FINISHED"), (tid, r.info.status)
+        assert r.data.tags.get("stage") and r.data.tags.get("family"), f"{tid} lacks stage/family tags"
+    assert [t for t, v in state["results"].items() if v is None] == [NAN]
 
 
-def test_the_disturbed_search_picks_the_undisturbed_winners(cluster, disturbed):
+def test_the_disturbed_search_picks_the_smoke_searchs_winners(disturbed, smoke_search):
+    """The same scores, to 1e-9, and the same decisions as the session's smoke search: the same
+    faults on a local Ray, undisturbed."""
     def outcome(folder: Path):
         report = json.loads((folder / "report" / "search.json").read_text())
         return {s["stage"]: s["winner"] for s in report["stages"]}, report["chosen"]
 
-    assert outcome(disturbed["folder"]) == outcome(cluster.root / "runs" / RUN)
-    ref = json.loads((cluster.root / "runs" / RUN / "search_state.json").read_text())["results"]
+    reference = smoke_search.work / "runs" / RUN
+    assert outcome(disturbed["folder"]) == outcome(reference)
+    ref = json.loads((reference / "search_state.json").read_text())["results"]
     got = json.loads((disturbed["folder"] / "search_state.json").read_text())["results"]
     assert got.keys() == ref.keys()
     assert all(got[k] == pytest.approx(ref[k], rel=1e-9, abs=1e-12) for k in ref if ref[k] is not None)
+    assert [k for k in ref if ref[k] is None] == [k for k in got if got[k] is None]
 
 
 def _private_mounts() -> list[str] | None:
