@@ -106,8 +106,9 @@ def table(seen: dict[tuple[int, int], tuple[float, str]], wall: float) -> str:
     cpu: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     for seconds, cmdline in seen.values():
-        cpu[kind(cmdline)] += seconds
-        count[kind(cmdline)] += 1
+        name = kind(cmdline)
+        cpu[name] += seconds
+        count[name] += 1
     total = sum(cpu.values())
     lines = [f"{'kind of process':<58} {'count':>6} {'CPU-s':>8} {'each':>6} {'share':>6}"]
     for name in sorted(cpu, key=cpu.get, reverse=True):

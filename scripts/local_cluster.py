@@ -455,18 +455,25 @@ def node_of(cluster: LocalCluster, result: dict) -> list[str]:
     return node_of_pid(cluster, result["pid"])
 
 
-def verify(cluster: LocalCluster, storage: Path, tracking_uri: str, experiment: str) -> dict:
-    """Where each trial ran, and whether MLflow holds the whole search; raises AssertionError."""
+def placement(cluster: LocalCluster, storage: Path) -> dict[str, str]:
+    """trial id -> the node its last result came from, for every trial that reported; raises
+    AssertionError when there is none, or a trial is found on no node or on several."""
     results = trial_results(storage)
     assert results, f"no Tune experiment state with trial results under {storage}"
-    placement = {}
+    where = {}
     for tid, result in sorted(results.items()):
         nodes = node_of(cluster, result)
         assert len(nodes) == 1, f"trial {tid} ({result}) found on nodes {nodes}"
-        placement[tid] = nodes[0]
-    used = sorted(set(placement.values()))
+        where[tid] = nodes[0]
+    return where
+
+
+def verify(cluster: LocalCluster, storage: Path, tracking_uri: str, experiment: str) -> dict:
+    """Where each trial ran, and whether MLflow holds the whole search; raises AssertionError."""
+    where = placement(cluster, storage)
+    used = sorted(set(where.values()))
     wanted = sorted(n.name for n in cluster.nodes)
-    assert used == wanted, f"trials ran on {used}, not on every node {wanted}: {placement}"
+    assert used == wanted, f"trials ran on {used}, not on every node {wanted}: {where}"
 
     from mlflow.tracking import MlflowClient
 
@@ -481,13 +488,13 @@ def verify(cluster: LocalCluster, storage: Path, tracking_uri: str, experiment: 
     assert len(children) == len(runs) - 1, "runs that are neither the parent nor its children"
     assert parent.info.status == "FINISHED", f"parent run is {parent.info.status}"
     child_ids = sorted(r.data.tags.get("trial_id") for r in children)
-    assert child_ids == sorted(results), f"MLflow children {child_ids} != Tune trials {sorted(results)}"
+    assert child_ids == sorted(where), f"MLflow children {child_ids} != Tune trials {sorted(where)}"
     for r in children:
         tags = r.data.tags
         assert r.info.status == "FINISHED", f"{tags.get('trial_id')} is {r.info.status}"
         assert tags.get("stage") and tags.get("family"), f"{tags.get('trial_id')} lacks stage/family tags"
-    per_node = {n: sum(v == n for v in placement.values()) for n in wanted}
-    return {"placement": placement, "trials_per_node": per_node, "children": len(children),
+    per_node = {n: sum(v == n for v in where.values()) for n in wanted}
+    return {"placement": where, "trials_per_node": per_node, "children": len(children),
             "parent_run_id": parent.info.run_id}
 
 

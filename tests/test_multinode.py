@@ -26,16 +26,13 @@ from pathlib import Path
 import pytest
 
 from fault_search import Gate
-from smoke_search import FAULTS
+from smoke_search import FAULTS, GAME, RUN
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("local_cluster", ROOT / "scripts" / "local_cluster.py")
 local_cluster = importlib.util.module_from_spec(_spec)
 sys.modules["local_cluster"] = local_cluster
 _spec.loader.exec_module(local_cluster)
-
-GAME = "facemed"
-
 
 @pytest.fixture(scope="module")
 def sentinel():
@@ -83,7 +80,6 @@ ROUND1, ROUND2 = ["stage1-l0.01-s0", "none-s0"], ["stage2-l0.01-s0", "stage2-l0.
 DISTURBED = {**FAULTS, **dict.fromkeys(ROUND1 + ROUND2, "gate@2")}
 NAN, RAISED = "stage1-l0.05-s0", "constant-0.01-s0"
 assert FAULTS[NAN] == "nan" and FAULTS[RAISED] == "raise@2" and not set(ROUND1 + ROUND2) & {NAN, RAISED}
-RUN = f"{GAME}-smoke-seed0"
 
 
 def _state(folder: Path) -> dict:
@@ -193,11 +189,7 @@ def test_trials_ran_on_the_cluster_two_at_a_time(cluster, disturbed):
     """Where each trial's last result came from (its Ray node id, else its worker's pid in a
     node's log folder): a node of this cluster for every trial with a score, and more than one
     node (the two trials held in each round ran at once, and a node has one CPU)."""
-    placement = {}
-    for tid, result in sorted(local_cluster.trial_results(disturbed["storage"]).items()):
-        nodes = local_cluster.node_of(cluster, result)
-        assert len(nodes) == 1, f"trial {tid} ({result}) found on nodes {nodes}"
-        placement[tid] = nodes[0]
+    placement = local_cluster.placement(cluster, disturbed["storage"])
     state = json.loads((disturbed["folder"] / "search_state.json").read_text())
     assert {t for t, v in state["results"].items() if v is not None} <= set(placement) <= set(state["results"]), placement
     assert set(placement.values()) <= {"head", "worker1", "worker2"} and len(set(placement.values())) >= 2, placement
