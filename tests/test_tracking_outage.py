@@ -332,9 +332,20 @@ def test_what_counts_as_an_outage():
             except MlflowException as outer:
                 return outer
 
+    def cut_off():  # the server stopped while sending its answer: how requests raises it
+        from urllib3.exceptions import IncompleteRead, ProtocolError
+        try:
+            try:
+                raise IncompleteRead(0, 2)
+            except IncompleteRead as e:
+                raise ProtocolError(f"Connection broken: {e!r}", e) from e
+        except ProtocolError as e:
+            return requests.exceptions.ChunkedEncodingError(e)
+
     assert outage_cause(wrapped(requests.ConnectionError("refused"))) == "ConnectionError"
     assert outage_cause(wrapped(requests.ReadTimeout("slow"))) == "ReadTimeout"
     assert outage_cause(wrapped(requests.exceptions.RetryError("503"))).startswith("RetryError")
+    assert outage_cause(wrapped(cut_off())) == "ChunkedEncodingError"
     assert outage_cause(http_error(503)) == "HTTP 503"
     assert outage_cause(http_error(404)) is None
     assert outage_cause(RestException({"error_code": "INVALID_PARAMETER_VALUE", "message": "bad"})) is None

@@ -3,7 +3,8 @@ it, bounded, with one visible line, instead of failing the trials or the search.
 
 MLflow's REST client retries on its own (urllib3: 7 retries with a backoff of 2, about four
 silent minutes), then raises an ``MlflowException`` whose context is the ``requests`` error
-(``ConnectionError`` for a refused connection, ``RetryError`` for 5xx answers, ``Timeout``).
+(``ConnectionError`` for a refused connection, ``RetryError`` for 5xx answers, ``Timeout``,
+``ChunkedEncodingError`` for an answer cut off when the server stopped while sending it).
 For a server (``http://``, ``https://``) the search shortens those retries
 (:data:`HTTP_DEFAULTS`, unless the variables are set) and :class:`PatientClient` does the
 waiting: a line on stderr when the server stops answering, retries with a capped backoff,
@@ -67,7 +68,11 @@ def outage_cause(err: BaseException) -> str | None:
             return f"HTTP {status}" if status is not None and status >= 500 else None
         if isinstance(err, requests.exceptions.RetryError):  # 5xx or 429 until MLflow's retries ran out
             return "RetryError: the server answered 5xx"
-        if isinstance(err, (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)):
+        # ChunkedEncodingError: the server went away in the middle of its answer (the request
+        # may have been carried out, as with a read timeout: every retried call is idempotent
+        # or asks ``found`` first)
+        if isinstance(err, (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+                            ConnectionError, TimeoutError)):
             return type(err).__name__
         err = err.__cause__ or err.__context__
     return None
