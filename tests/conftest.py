@@ -72,28 +72,29 @@ def smoke_search(tmp_path_factory, request) -> SmokeSearch:
 
 
 # Files that run searches, Ray clusters or servers, in the order they go out: most CPU-seconds
-# first (each file alone on 2 cores, `pytest -n 0 <file>`, all its processes counted), so that
-# short files fill the gaps at the end and no long one starts last and runs alone. The suite is
-# CPU-bound on 2 cores from start to end; only its tail is not. test_search_e2e goes early: it
-# runs the session's smoke search, which four other files wait for. The order holds only with
+# first, so that short files fill the gaps at the end and no long one starts last and runs
+# alone. The numbers: the whole suite serial on 2 cores at 926fa24, each file's CPU-seconds
+# with every process it started, the session's smoke search counted in the first file that
+# asked for it; test_multinode ran two searches then, one since b6b5a0a
+# (docs/results/suite/suite_cpu-926fa24.txt, from `pytest -n 0 -p benchmarks.suite_cpu`).
+# Two go earlier than their CPU says: test_tracking_outage mostly waits (119 s of wall time),
+# so it starts while the cores are shared; test_search_e2e asks for the session's smoke
+# search early, which four other files wait for. The order holds only with
 # `--no-loadscope-reorder` (pyproject's addopts): by default xdist sends the files with the
 # most tests first.
 LONG_FILES = (
-    "test_multinode.py",  # 366 CPU-s
-    "test_tracking_outage.py",  # 288
-    "test_search_e2e.py",  # the smoke search (~110) + the full-disk and killed-driver search
-    "test_replicate.py",  # 246
-    "test_reliability.py",  # 239
-    "test_pack_search.py",  # 197
-    "test_racing.py",  # 99
-    "test_autoscaler.py",  # 90
-    "test_own_data_e2e.py",  # ~70: import, a smoke search, predict, pyfunc
-    "test_pyfunc.py",  # 64
-    "test_wheel.py",  # 63 with a smoke search; now a dry run
-    "test_gpu_check.py",  # 59
-    "test_packed.py",  # 57
-    "test_baselines.py",  # 37
-    "test_core_model.py",  # 30
+    "test_multinode.py",  # 77.6 CPU-s
+    "test_tracking_outage.py",  # 45.3, 119 s wall
+    "test_search_e2e.py",  # 73.0: the full-disk and the killed-driver searches
+    "test_replicate.py",  # 54.7
+    "test_reliability.py",  # 37.8
+    "test_pack_search.py",  # 36.0
+    "test_autoscaler.py",  # 27.9
+    "test_own_data_e2e.py",  # 25.9: import, a smoke search, predict, pyfunc
+    "test_gpu_check.py",  # 20.8
+    "test_racing.py",  # 18.6
+    "test_packed.py",  # 16.2
+    "test_api.py",  # 12.7
 )
 
 
