@@ -468,12 +468,32 @@ def placement(cluster: LocalCluster, storage: Path) -> dict[str, str]:
     return where
 
 
-def verify(cluster: LocalCluster, storage: Path, tracking_uri: str, experiment: str) -> dict:
-    """Where each trial ran, and whether MLflow holds the whole search; raises AssertionError."""
+def search_results(storage: Path) -> dict[str, float | None]:
+    """trial id -> score of the one search under ``storage`` (its ``search_state.json``); None
+    for a trial that ended without a score (its loss turned NaN, it kept failing)."""
+    states = sorted(Path(storage).glob("*/search_state.json"))
+    assert len(states) == 1, f"{len(states)} search states under {storage}: expected one search"
+    return json.loads(states[0].read_text())["results"]
+
+
+def verify(cluster: LocalCluster, storage: Path, tracking_uri: str, experiment: str,
+           every_node: bool = True) -> dict:
+    """Where each trial ran, and whether MLflow holds the whole search; raises AssertionError.
+
+    Every trial with a score reported from a node of the cluster (with ``every_node``, the
+    trials used every node). MLflow: one FINISHED parent run and one child per trial of the
+    search state, tagged with stage and family, FINISHED, or FAILED for a trial without a
+    score."""
     where = placement(cluster, storage)
+    results = search_results(storage)
+    scored = {t for t, v in results.items() if v is not None}
+    assert scored <= set(where) <= set(results), \
+        f"trials with a score but no result on a node: {sorted(scored - set(where))}; " \
+        f"results of trials the search does not know: {sorted(set(where) - set(results))}"
     used = sorted(set(where.values()))
     wanted = sorted(n.name for n in cluster.nodes)
-    assert used == wanted, f"trials ran on {used}, not on every node {wanted}: {where}"
+    if every_node:
+        assert used == wanted, f"trials ran on {used}, not on every node {wanted}: {where}"
 
     from mlflow.tracking import MlflowClient
 
@@ -488,14 +508,15 @@ def verify(cluster: LocalCluster, storage: Path, tracking_uri: str, experiment: 
     assert len(children) == len(runs) - 1, "runs that are neither the parent nor its children"
     assert parent.info.status == "FINISHED", f"parent run is {parent.info.status}"
     child_ids = sorted(r.data.tags.get("trial_id") for r in children)
-    assert child_ids == sorted(where), f"MLflow children {child_ids} != Tune trials {sorted(where)}"
+    assert child_ids == sorted(results), f"MLflow children {child_ids} != the search's trials {sorted(results)}"
     for r in children:
-        tags = r.data.tags
-        assert r.info.status == "FINISHED", f"{tags.get('trial_id')} is {r.info.status}"
-        assert tags.get("stage") and tags.get("family"), f"{tags.get('trial_id')} lacks stage/family tags"
-    per_node = {n: sum(v == n for v in where.values()) for n in wanted}
+        tags, tid = r.data.tags, r.data.tags.get("trial_id")
+        want = "FINISHED" if tid in scored else "FAILED"
+        assert r.info.status == want, f"{tid} is {r.info.status}, expected {want} (score {results[tid]})"
+        assert tags.get("stage") and tags.get("family"), f"{tid} lacks stage/family tags"
+    per_node = {n: sum(v == n for v in where.values()) for n in used}
     return {"placement": where, "trials_per_node": per_node, "children": len(children),
-            "parent_run_id": parent.info.run_id}
+            "failed": sorted(set(results) - scored), "parent_run_id": parent.info.run_id}
 
 
 # -- CLI -------------------------------------------------------------------------------------------
