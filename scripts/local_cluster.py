@@ -471,9 +471,11 @@ def placement(cluster: LocalCluster, storage: Path) -> dict[str, str]:
 def search_results(storage: Path) -> dict[str, float | None]:
     """trial id -> score of the one search under ``storage`` (its ``search_state.json``); None
     for a trial that ended without a score (its loss turned NaN, it kept failing)."""
-    states = sorted(Path(storage).glob("*/search_state.json"))
+    from focus_tune.procedure.state import STATE_FILE, read_state
+
+    states = sorted(Path(storage).glob(f"*/{STATE_FILE}"))
     assert len(states) == 1, f"{len(states)} search states under {storage}: expected one search"
-    return json.loads(states[0].read_text())["results"]
+    return read_state(states[0].parent).results
 
 
 def verify(cluster: LocalCluster, storage: Path, tracking_uri: str, experiment: str,
@@ -491,8 +493,8 @@ def verify(cluster: LocalCluster, storage: Path, tracking_uri: str, experiment: 
         f"trials with a score but no result on a node: {sorted(scored - set(where))}; " \
         f"results of trials the search does not know: {sorted(set(where) - set(results))}"
     used = sorted(set(where.values()))
-    wanted = sorted(n.name for n in cluster.nodes)
     if every_node:
+        wanted = sorted(n.name for n in cluster.nodes)
         assert used == wanted, f"trials ran on {used}, not on every node {wanted}: {where}"
 
     from mlflow.tracking import MlflowClient

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from fault_search import Gate
-from smoke_search import FAULTS, GAME, RUN
+from smoke_search import FAULTS, GAME, RUN, search_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("local_cluster", ROOT / "scripts" / "local_cluster.py")
@@ -167,17 +167,6 @@ def disturbed(cluster):
             "intruder": (intruder.returncode, intruder.stdout)}
 
 
-def _children(db: Path):
-    """The MLflow client, the child runs and the parent runs of the disturbed search."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(f"sqlite:///{db}")
-    exp = client.get_experiment_by_name(f"focus-tune/{GAME}")
-    runs = client.search_runs([exp.experiment_id], max_results=5000)
-    return client, [r for r in runs if "mlflow.parentRunId" in r.data.tags], [
-        r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-
-
 def test_token_auth_is_enforced(disturbed):
     # The right auth mode with a wrong token is refused by the cluster.
     returncode, out = disturbed["intruder"]
@@ -205,7 +194,7 @@ def test_a_lost_worker_node_costs_one_retry_from_the_checkpoint(disturbed):
     assert disturbed["killed"], "worker1 had no process to kill"
     out = disturbed["first_out"]
     assert "retrying from its last checkpoint" in out, out[-4000:]
-    client, children, parents = _children(disturbed["db"])
+    client, _, _, children = search_runs(disturbed["db"])
     retried = {r.data.tags["trial_id"]: r for r in children if r.data.tags.get("retries")}
     assert "injected fault" in retried.pop(RAISED).data.tags["retry.1"]  # the smoke search's fault
     # Exactly the held trial that ran on worker1 crashed, once: Ray lost its actor with the node.
