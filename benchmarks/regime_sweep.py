@@ -2,18 +2,28 @@
 
 For each (training-set size, model width, schedule, seed) the script builds the scenario's
 built-in dataset with that many training items (the same validation and test frames for
-every size), trains the simulator with the quick profile's optimiser settings, and scores
-the test split every few epochs against two references on the same items:
+every size), trains the simulator with the quick profile's optimiser settings (the learning
+rate, its schedule and the batch size each a flag), and scores the test split every few
+epochs, the model of that epoch as it stands (the paper scores the last epoch), against
+references scored on the same items:
 
 * image-blind: every item gets the per-entry class frequencies of the training sequences;
-* exact: the true marginals of the data's generator (their AUC is the best achievable).
+* exact: the true marginals of the data's generator (their AUC is the best achievable);
+* with ``--references``: the report's reference rows (``image-blind``, ``oracle``,
+  ``exact``), each through the profile's estimator and M (``baseline_rows``), as the
+  searches score them, so the model's ECE stands beside the oracle's with the same noise.
 
 Each line of the JSONL output is one (configuration, epoch) with test macro AUC, CE, ECE,
-coverage and relative width of I_0.9, the train loss and the image-blind / exact values.
+overconfidence, coverage and relative width of I_0.9, the train loss and the reference
+values. A configuration whose last epoch is already in ``--out`` is skipped, so a stopped
+sweep resumes where it was (a configuration cut off midway runs again from epoch 1).
 `--plot` turns a JSONL file into the figure of docs/RESULTS.md.
 
     python benchmarks/regime_sweep.py --game hero --sizes 500 2000 --epochs 30 --every 5 \
         --schedules none l1..3=0.05 --out sweep-hero.jsonl
+    # the paper's recipe shape: a constant rate, the last epoch scored, 1000 test items
+    python benchmarks/regime_sweep.py --game facemed --sizes 250 500 --epochs 120 --every 20 \
+        --lr 1e-3 --lr-schedule constant --test-items 1000 --references --out sweep-facemed-constant.jsonl
     python benchmarks/regime_sweep.py --plot sweep-hero.jsonl sweep-facemed.jsonl --figure docs/img/regime_sweep.png
 """
 from __future__ import annotations
@@ -21,7 +31,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -33,12 +42,12 @@ from focus_tune.data import load_dataset
 from focus_tune.data.builtin.profiles import FACEMED, get_spec
 from focus_tune.scoring import metrics
 from focus_tune.scoring.baselines import ImageBlind
-from focus_tune.scoring.evaluation import evaluate
+from focus_tune.scoring.evaluation import Scoring, evaluate
 from focus_tune.sim.adam_patch import eager_optimizers
 from focus_tune.sim.device_split import DeviceSplit
 from focus_tune.sim.model import Simulator
 from focus_tune.sim.regularization import LambdaSchedule
-from focus_tune.sim.train import LearningRate, seed_everything, train_one_epoch
+from focus_tune.sim.train import LR_SCHEDULES, LearningRate, seed_everything, train_one_epoch
 
 SCHEDULES = {
     "none": lambda L: LambdaSchedule.none(L),
@@ -46,7 +55,64 @@ SCHEDULES = {
     "l1..3=0.05,l4..11=0.005": lambda L: LambdaSchedule.staged([0.05, 0.05, 0.05], 0.005, 11, L),
     "const=0.005": lambda L: LambdaSchedule.constant(0.005, L),
     "const=0.05": lambda L: LambdaSchedule.constant(0.05, L),
+    "l1..3=0.5": lambda L: LambdaSchedule.staged([0.5, 0.5, 0.5], 0.0, 1, L),
+    "l1..3=0.5,l4..11=0.05": lambda L: LambdaSchedule.staged([0.5, 0.5, 0.5], 0.05, 11, L),
 }
+
+
+def done_configs(path: str | None, epochs: int) -> set[tuple]:
+    """(game, size, width, schedule, seed, lr, lr_schedule) of the configurations whose last
+    epoch is in the JSONL file ``path`` already."""
+    if not path or not Path(path).exists():
+        return set()
+    done = set()
+    for line in open(path):
+        if line.strip():
+            r = json.loads(line)
+            if r["epoch"] == epochs:
+                done.add(_key(r))
+    return done
+
+
+def _key(r: dict) -> tuple:
+    return (r["game"], r["train_items"], r["width"], r["schedule"], r["seed"], r.get("lr"), r.get("lr_schedule"))
+
+
+_REFERENCES: dict[tuple, dict] = {}
+
+
+def references(ds, size: int, scoring) -> dict:
+    """The report's reference rows on the test split (image-blind of the first ``size``
+    training items, oracle, exact), each scored as the searches score them; cached per size."""
+    from focus_tune.scoring.baselines import baseline_rows
+
+    key = (str(ds.path), size, scoring)
+    if key not in _REFERENCES:
+        train = dataclasses.replace(ds.train, images=ds.train.images[:size], sequences=ds.train.sequences[:size],
+                                    time_to_event=ds.train.time_to_event[:size], extras={},
+                                    exact_marginals=None, observed_length=None)
+        view = _View(ds.path, ds.manifest, train, ds.test)
+        t0 = time.time()
+        rows = baseline_rows(view, scoring, seeds=[0])
+        out = {}
+        for family, fam_rows in rows.items():
+            for k in ("marginal/ece", "marginal/ce", "marginal/auc", "marginal/overconfidence",
+                      "interval/coverage", "interval/relative_width"):
+                if fam_rows and f"test/{k}" in fam_rows[0]:
+                    out[f"ref/{family}/{k.split('/')[1]}"] = float(fam_rows[0][f"test/{k}"])
+        print(f"references for n={size}: {time.time() - t0:.0f} s", flush=True)
+        _REFERENCES[key] = out
+    return _REFERENCES[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class _View:
+    """A dataset whose training split is cut to the sweep's size (what baseline_rows reads)."""
+
+    path: Path
+    manifest: object
+    train: object
+    test: object
 
 
 def build(game: str, train_items: int, root: Path, seed: int = 0) -> Path:
@@ -67,6 +133,7 @@ def build(game: str, train_items: int, root: Path, seed: int = 0) -> Path:
 def run_config(args, game: str, size: int, width: int, schedule: str, seed: int, out) -> None:
     """Train one configuration; score the test split every `--every` epochs."""
     cfg = load_search_config(space_path(game), "quick").train
+    lr, lr_schedule = args.lr or cfg.lr, args.lr_schedule or cfg.lr_schedule
     ds = load_dataset(build(game, max(args.sizes + [args.build_size]), Path(args.data_root)))
     m = ds.manifest
     train = DeviceSplit.from_arrays(ds.train, items=size)  # the first `size` items: same val/test for every size
@@ -78,10 +145,12 @@ def run_config(args, game: str, size: int, width: int, schedule: str, seed: int,
     gen = seed_everything(seed)
     hidden = args.hidden or cfg.hidden
     model = Simulator(m.num_classes, cfg.encoder, hidden, hidden, m.image_shape[0], encoder_width=width)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr or cfg.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     lambdas = SCHEDULES[schedule](m.length).tensor()
     batch = args.batch_size or cfg.batch_size
-    rate = LearningRate.of(args.lr or cfg.lr, cfg.lr_schedule, args.epochs, len(train), batch)
+    rate = LearningRate.of(lr, lr_schedule, args.epochs, len(train), batch)
+    refs = references(ds, size, Scoring.of(dataclasses.replace(cfg, test_items=args.test_items))) \
+        if args.references else {}
     t0 = time.time()
     for epoch in range(1, args.epochs + 1):
         loss = train_one_epoch(model, opt, train, lambdas, batch, gen, lr=rate,
@@ -92,14 +161,16 @@ def run_config(args, game: str, size: int, width: int, schedule: str, seed: int,
         r = evaluate(model, test, cfg.num_samples, m.event_class, torch.Generator().manual_seed(1000 + epoch),
                      cfg.ece_bins, cfg.alpha, estimator=cfg.estimator)
         row = {"game": game, "train_items": size, "width": width, "schedule": schedule, "seed": seed,
-               "epoch": epoch, "train_loss": loss, "seconds": time.time() - t0,
+               "lr": lr, "lr_schedule": lr_schedule, "batch_size": batch, "test_items": len(test),
+               "epoch": epoch, "train_loss": loss, "seconds": time.time() - t0, **refs,
                **{k: float(v) for k, v in r.items() if isinstance(v, (int, float))},
                "blind/auc": blind["auc"], "blind/ce": blind["ce"], "blind/ece": blind["ece"],
                "exact/auc": exact["auc"], "exact/ce": exact["ce"]}
         print(f"{game} n={size} w={width} {schedule} s{seed} ep {epoch:3d} loss {loss:.3f} | "
               f"AUC {row['marginal/auc']:.3f} (blind {blind['auc']:.3f}, exact {exact['auc']:.3f}) "
               f"CE {row['marginal/ce']:.4f} (blind {blind['ce']:.4f}, exact {exact['ce']:.4f}) "
-              f"ECE {row['marginal/ece']:.4f} cov {row['interval/coverage']:.2f} "
+              f"ECE {row['marginal/ece']:.4f} (oracle {refs.get('ref/oracle/ece', float('nan')):.4f}) "
+              f"overconf {row.get('marginal/overconfidence', float('nan')):+.3f} cov {row['interval/coverage']:.2f} "
               f"w {row['interval/relative_width']:.2f} | {row['seconds']:.0f} s", flush=True)
         out.write(json.dumps(row) + "\n")
         out.flush()
@@ -150,13 +221,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--game", default="hero")
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 2000])
-    ap.add_argument("--widths", type=int, nargs="+", default=[64], help="ResNet-18 first-stage channels")
+    ap.add_argument("--widths", type=int, nargs="+", default=None,
+                    help="ResNet-18 first-stage channels (default: the quick profile's)")
     ap.add_argument("--hidden", type=int, default=None, help="LSTM hidden size (default: the quick profile's)")
     ap.add_argument("--schedules", nargs="+", default=["none", "l1..3=0.05"], choices=list(SCHEDULES))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--every", type=int, default=5)
     ap.add_argument("--lr", type=float, default=None, help="default: the quick profile's")
+    ap.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=None,
+                    help="default: the quick profile's (decay); constant is the paper's")
+    ap.add_argument("--references", action="store_true",
+                    help="score the report's reference rows (image-blind, oracle, exact) with the profile's "
+                         "estimator and M on the same test items, once per training size")
     ap.add_argument("--batch-size", type=int, default=None, help="default: the quick profile's")
     ap.add_argument("--build-size", type=int, default=0,
                     help="build the dataset with this many training items (at least max(--sizes)), so that runs "
@@ -172,12 +249,20 @@ def main() -> None:
         plot(args.plot, args.figure)
         return
     torch.set_num_threads(args.threads)
-    out = open(args.out, "a") if args.out else sys.stdout
+    done = done_configs(args.out, args.epochs)
+    widths = args.widths or [load_search_config(space_path(args.game), "quick").train.encoder_width]
+    out = open(args.out, "a") if args.out else open("/dev/null", "w")
     for size in args.sizes:
-        for width in args.widths:
+        for width in widths:
             for seed in args.seeds:
                 for schedule in args.schedules:
-                    run_config(args, args.game, size, width, schedule, seed, out if args.out else open("/dev/null", "w"))
+                    cfg = load_search_config(space_path(args.game), "quick").train
+                    key = (args.game, size, width, schedule, seed, args.lr or cfg.lr,
+                           args.lr_schedule or cfg.lr_schedule)
+                    if key in done:
+                        print(f"done already: {key}", flush=True)
+                        continue
+                    run_config(args, args.game, size, width, schedule, seed, out)
 
 
 if __name__ == "__main__":
