@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from focus_tune.replicate.regime import REGIMES, check_run, regime
+from focus_tune.replicate.regime import PAPER_REGIME, REGIMES, check_run, checks_for, regime, sweep_run
 from smoke_search import GAME, RUN, search_runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,6 +130,33 @@ def test_the_regime_is_checked_search_by_search_against_its_own_references():
     assert r["runs"][1]["missed"][0]["family"] == "none"
     assert regime("digits", [kept]) is None  # a scenario without declared checks
     assert set(REGIMES) == {"hero", "facemed", "seaquest", "riverraid", "bankheist", "roadrunner"}
+
+
+def test_the_papers_regime_is_judged_on_nones_median_against_its_own_references():
+    ece, ce, cov = "test/marginal/ece", "test/marginal/ce", "test/interval/coverage"
+    refs = {"oracle": [{ece: 0.030, ce: 0.40}] * 3, "image-blind": [{ece: 0.05, ce: 0.70}] * 3}
+    # one seed out of the regime does not move the median; lambda's rows are not read
+    over = [{ece: 0.08, ce: 0.62, cov: 0.70}, {ece: 0.09, ce: 0.60, cov: 0.75}, {ece: 0.01, ce: 0.80, cov: 0.95}]
+    run = {"seed": 0, "finals": {"none": over, "time-dependent": [{}], **refs}}
+    assert check_run(run, PAPER_REGIME) == []
+    assert checks_for("hero", "overconfident") == PAPER_REGIME and checks_for("hero") == REGIMES["hero"]
+    # calibrated enough (ECE only 0.015 above the oracle's), covering, or blind: each misses its own check
+    for change, label in [({ece: 0.045}, "ECE"), ({cov: 0.85}, "I_0.9"), ({ce: 0.66}, "reads")]:
+        rows = [{**r, **change} for r in over]
+        missed = check_run({"seed": 0, "finals": {"none": rows, **refs}}, PAPER_REGIME)
+        assert [label in m["check"] for m in missed] == [True], (change, missed)
+    assert regime("digits", [run], profile="overconfident")["kept"] == 1  # the same checks for every scenario
+
+
+def test_a_sweep_cell_is_judged_as_a_search():
+    rows = [{"game": "facemed", "schedule": "none", "seed": s, "epoch": e, "marginal/ece": 0.08 + e / 1e4,
+             "marginal/ce": 0.62, "interval/coverage": 0.7, "marginal/auc": 0.75, "ref/oracle/ece": 0.03,
+             "ref/oracle/ce": 0.4, "ref/image-blind/ce": 0.70, "ref/image-blind/ece": 0.05}
+            for s in range(3) for e in (80, 160)]
+    run = sweep_run(rows, 160)
+    assert [r["test/marginal/ece"] for r in run["finals"]["none"]] == [pytest.approx(0.096)] * 3
+    assert run["finals"]["oracle"] == [{"seed": s, "test/marginal/ece": 0.03, "test/marginal/ce": 0.4} for s in range(3)]
+    assert check_run(run, PAPER_REGIME) == []
 
 
 def test_the_regime_command_reads_finished_reports(tmp_path):
