@@ -516,3 +516,16 @@ def test_readme_and_results_open_with_the_committed_verdict():
         if DATA_START in text:
             assert block(text, DATA_START, DATA_END) == facts, doc
     assert DATA_START in (root / "docs/RESULTS.md").read_text()
+
+
+def test_the_regime_verdicts_searches_share_no_final_seed_and_its_margin_follows_nones_headroom():
+    from focus_tune.replicate.regime_design import FINAL_SEEDS, MIN_SEARCHES, equivalence_margin, search_seeds
+
+    seeds = search_seeds(MIN_SEARCHES)
+    finals = [set(range(s, s + FINAL_SEEDS)) for s in seeds]
+    assert seeds[0] == 0 and all(a.isdisjoint(b) for i, a in enumerate(finals) for b in finals[i + 1:])
+    # the median headroom 0.04 (none 0.09 - oracle 0.05), a quarter of it
+    assert equivalence_margin([0.07, 0.09, 0.10], [0.05, 0.05, 0.05]) == pytest.approx(0.01)
+    assert equivalence_margin([0.03], [0.05]) == 0.0  # no headroom: nothing could be shown equivalent
+    with pytest.raises(ValueError):
+        equivalence_margin([0.1], [])
