@@ -391,6 +391,16 @@ def test_the_verdict_across_scenarios(tmp_path):
     assert (tmp_path / "verdict" / "verdict.png").read_bytes()[:4] == b"\x89PNG"
     assert "| H.E.R.O. | 2 | 9.5 min (9.0-10.0) | c9f0136 | AMD EPYC with AVX-512, 2 cores |" in md
     assert "| H.E.R.O. | 1 | 20.0 min (20.0-20.0) | c9f0136 | AMD EPYC without AVX-512, 2 cores |" in md  # not pooled
+    # equivalence and the pooled estimate: one scenario pools to its own t interval
+    ece = row["comparisons"]["ECE"]
+    assert set(ece["equivalence"]) == {"low", "high", "margin", "equivalent"}
+    assert "## Equivalence, headroom and the pooled estimate" in md
+    assert v["pooled"]["all"]["names"] == ["hero"] and v["pooled"]["games"]["names"] == ["hero"]
+    # the data facts of an earlier verdict.json stand in for the datasets
+    again = subprocess.run([*cmd, "--data-facts", str(tmp_path / "verdict" / "verdict.json")], capture_output=True,
+                           text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "verdict" / "verdict.json").read_text())["data"] == v["data"]
     # Holm over all scenarios: two scenarios double the primary tests, the pooled adjustment is at
     # least each scenario's own
     s = json.loads((out / "replication.json").read_text())

@@ -41,6 +41,8 @@ from ..names import conformal_row
 from ..report.columns import COVERAGE_TARGET
 from ..report.stats import holm
 from .analysis import VERDICT_PRIMARY
+from .pooling import equivalence, random_effects
+from .regime_design import equivalence_margin
 
 SCENARIOS = ("facemed", "hero", "seaquest", "riverraid", "bankheist", "roadrunner")
 NAMES = {"facemed": "FaceMed", "hero": "H.E.R.O.", "seaquest": "Seaquest", "riverraid": "River Raid",
@@ -107,23 +109,71 @@ def verdict(replications: dict[str, dict]) -> dict:
                 "primary": ((a, b), key) in VERDICT_PRIMARY, "holm_scenario": d.get("holm_primary", math.nan)}
             if key == COVERAGE:
                 row["comparisons"][label]["closer"] = closer_to_nominal(means.get(key, {}), a, b)
+                row["comparisons"][label]["closer_to_oracle"] = closer_to_nominal(
+                    means.get(key, {}), a, b, nominal=_per_search(means, key, ORACLE))
+        row.update(headroom(means))
+        ece = row["comparisons"].get("ECE")
+        if ece is not None:
+            ece["equivalence"] = equivalence(ece["per_run"], row["margin"])
+        own = holm({label: c["p"] for label, c in row["comparisons"].items() if c["primary"]})
+        for label, c in row["comparisons"].items():
+            c["holm_verdict_scenario"] = own.get(label, math.nan)  # over this scenario's verdict primaries alone
         rows[scenario] = row
     pooled = holm({f"{scenario}/{label}": c["p"] for scenario, row in rows.items()
                    for label, c in row["comparisons"].items() if c["primary"]})
     for scenario, row in rows.items():
         for label, c in row["comparisons"].items():
             c["holm_all"] = pooled.get(f"{scenario}/{label}", math.nan)
-    return {"scenarios": rows, "primary_tests": sum(math.isfinite(p) for p in pooled.values())}
+    games = [g for g in rows if g != "facemed"]
+    return {"scenarios": rows, "primary_tests": sum(math.isfinite(p) for p in pooled.values()),
+            "pooled": {"all": pooled_ece(rows, list(rows)), "games": pooled_ece(rows, games)}}
 
 
-def closer_to_nominal(coverage: dict, a: str, b: str, nominal: float = COVERAGE_TARGET) -> int | None:
+ORACLE = "oracle"
+ECE = "test/marginal/ece"
+
+
+def _per_search(means: dict, key: str, row: str) -> dict[str, float]:
+    """{search: that search's mean over its seeds} of ``key`` for the report row ``row``."""
+    return means.get(key, {}).get(row, {}).get("per_seed") or {}
+
+
+def headroom(means: dict) -> dict:
+    """``none``'s ECE above the oracle's (the best image-only simulator, scored alike): the
+    mean over the searches ("headroom") and the equivalence margin it sets
+    (:func:`focus_tune.replicate.regime_design.equivalence_margin`); NaN without an oracle row."""
+    none, oracle = _per_search(means, ECE, "none"), _per_search(means, ECE, ORACLE)
+    both = sorted(none.keys() & oracle.keys())
+    if not both:
+        return {"headroom": math.nan, "margin": math.nan}
+    gaps = [none[r] - oracle[r] for r in both]
+    return {"headroom": float(np.mean(gaps)),
+            "margin": equivalence_margin([none[r] for r in both], [oracle[r] for r in both])}
+
+
+def pooled_ece(rows: dict[str, dict], scenarios: list[str]) -> dict:
+    """The random-effects pooled time-dependent - none ECE difference over ``scenarios``
+    (:func:`focus_tune.replicate.pooling.random_effects` of their searches' differences)."""
+    groups = [rows[g]["comparisons"]["ECE"]["per_run"] for g in scenarios if "ECE" in rows[g]["comparisons"]]
+    return {**random_effects(groups), "names": [g for g in scenarios if "ECE" in rows[g]["comparisons"]]}
+
+
+def closer_to_nominal(coverage: dict, a: str, b: str, nominal: float | dict[str, float] = COVERAGE_TARGET
+                      ) -> int | None:
     """In how many searches row ``a``'s test coverage is closer to ``nominal`` than row ``b``'s
     (a difference's sign does not say it: where ``b`` under-covers, a rise is the better way;
-    where it over-covers, a fall). None without both rows' per-search means."""
+    where it over-covers, a fall). ``nominal``: one level, or per search (the oracle's own
+    coverage: a discrete T covers I_0.9 at 0.90-0.94, not 0.9). None without both rows'
+    per-search means (or a per-search nominal)."""
     per_a, per_b = (coverage.get(row, {}).get("per_seed") for row in (a, b))
     if not per_a or not per_b:
         return None
     both = per_a.keys() & per_b.keys()
+    if isinstance(nominal, dict):
+        if not nominal:
+            return None
+        both &= nominal.keys()
+        return sum(abs(per_a[r] - nominal[r]) < abs(per_b[r] - nominal[r]) for r in both)
     return sum(abs(per_a[r] - nominal) < abs(per_b[r] - nominal) for r in both)
 
 
@@ -167,6 +217,35 @@ def markdown(v: dict) -> list[str]:
                      f"{_num(row['none']['test/marginal/ece'], 4)} | {_num(row['none']['test/interval/coverage'])} | "
                      + " | ".join(_comparison(row, c) for c in cols)
                      + f" | {_regime(row)} | {_paper(row, 'ece', 3)} | {_paper(row, 'coverage', 2)} |")
+    return lines
+
+
+def equivalence_markdown(v: dict) -> list[str]:
+    """Per scenario: ``none``'s headroom over the oracle, the 90 % interval of time-dependent -
+    none on ECE (the smallest margin it is equivalent within), the declared margin, and
+    coverage counted against the oracle's own coverage; then the pooled estimates."""
+    lines = ["| scenario | `none` ECE − oracle's | time-dep. − none, ECE: 90 % interval | equivalent within ± "
+             "| declared margin (¼ headroom) | equivalent at it | coverage closer to the oracle's, k/R "
+             "| Holm over its own six |",
+             "|---|---:|---|---:|---:|---|---:|---:|"]
+    for scenario, row in v["scenarios"].items():
+        ece, cov = row["comparisons"].get("ECE"), row["comparisons"].get("coverage")
+        if ece is None:
+            continue
+        eq = ece["equivalence"]
+        within = max(abs(eq["low"]), abs(eq["high"])) if math.isfinite(eq["low"]) else math.nan
+        k = "n/a" if cov is None or cov.get("closer_to_oracle") is None else f"{cov['closer_to_oracle']}/{cov['runs']}"
+        smallest = min((c["holm_verdict_scenario"] for c in row["comparisons"].values()
+                        if math.isfinite(c.get("holm_verdict_scenario", math.nan))), default=math.nan)
+        lines.append(f"| {NAMES.get(scenario, scenario)} | {_num(row['headroom'], 4)} | "
+                     f"[{_num(eq['low'], 4, True)}, {_num(eq['high'], 4, True)}] | {_num(within, 4)} | "
+                     f"{_num(row['margin'], 4)} | {'yes' if eq['equivalent'] else 'no'} | {k} | {_num(smallest, 2)} |")
+    lines.append("")
+    for name, p in v.get("pooled", {}).items():
+        if p["names"] and math.isfinite(p["mean"]):
+            lines.append(f"Pooled time-dependent − none ECE over {name} ({', '.join(NAMES.get(g, g) for g in p['names'])}): "
+                         f"{_num(p['mean'], 5, True)} [{_num(p['low'], 4, True)}, {_num(p['high'], 4, True)}] "
+                         f"(random effects, DerSimonian-Laird tau² {p['tau2']:.1e}, Hartung-Knapp 95 % interval).")
     return lines
 
 
@@ -423,7 +502,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", nargs="*", type=Path, default=[],
                     help="the searches' dataset folders (data_cache/<scenario>-<profile>-seed<r>), for the table of "
                          "what the data show (mean length, event rate); without them it shows the CE columns only")
+    ap.add_argument("--data-facts", type=Path, default=None,
+                    help="instead of --data: the data facts of an earlier verdict.json of the same searches (their "
+                         "datasets are the same: a search's seed r draws its data), so they need not be built again")
     args = ap.parse_args(argv)
+    if args.data and args.data_facts:
+        ap.error("--data and --data-facts say the same: give one of them")
     replications, folders = {}, {}
     for folder in args.folders:
         path = folder / "replication.json"
@@ -441,8 +525,20 @@ def main(argv: list[str] | None = None) -> int:
         ["With R < 2 a scenario has no interval and no test: its row is one search's paired differences."]
         if any(r["runs"] < 2 for r in v["scenarios"].values()) else [])
     text = ["# The verdict across scenarios", "", *markdown(v), "", *pending, *([""] if pending else []), *notes(v), "",
-            "![paired differences per scenario](verdict.png)", ""]
-    v["frame"], v["data"] = frame_facts(replications), data_facts(args.data)
+            "![paired differences per scenario](verdict.png)", "",
+            "## Equivalence, headroom and the pooled estimate", "", *equivalence_markdown(v), "",
+            "*Headroom*: `none`'s test ECE above the oracle's (the best image-only simulator, scored with the same "
+            "estimator, M and items), mean over the searches. *Equivalent within ±x*: the 90 % t interval over the "
+            "searches (two one-sided tests at 5 %) lies within ±x. The declared margin is a quarter of the median "
+            "headroom (focus_tune/replicate/regime_design.py). Coverage is counted against the oracle's own coverage "
+            "of I_0.9 in the same search (a discrete T covers at 0.90-0.94, not 0.9). Holm over its own six: the "
+            "smallest Holm-adjusted p over the scenario's six verdict primaries alone.", ""]
+    v["frame"] = frame_facts(replications)
+    if args.data_facts:
+        earlier = json.loads(args.data_facts.read_text())
+        if "data" not in earlier:
+            ap.error(f"{args.data_facts}: no 'data' (a verdict.json written with --data)")
+    v["data"] = earlier["data"] if args.data_facts else data_facts(args.data)
     v["split_association"] = split_association(replications, v["data"])
     used = {s: d["datasets"] for s, d in v["data"].items()}
     text += ["## What the data show", "", *facts_markdown(v["frame"], v["data"]), "",
