@@ -74,8 +74,10 @@ class MLflowCallback(Callback):
             self._send(self.tracker.note_checkpoint, tid, uri)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        # Tune restarts the trial from its last checkpoint; it stays this one child run.
+        # Tune restarts the trial from its last checkpoint; it stays this one child run. Its
+        # worker may die while its actor starts, before on_trial_start made the run: made here.
         for job in jobs_of(job_of(trial)):
+            self._send(self.tracker.start_trial, job)
             self._send(self.tracker.note_retry, job.trial_id, trial.run_metadata.num_failures, last_failure(trial))
 
     def on_trial_error(self, iteration, trials, trial, **info):

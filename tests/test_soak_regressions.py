@@ -1,0 +1,34 @@
+"""Fixed points of the fault soak (benchmarks/fault_soak.py, docs/RELIABILITY.md "The soak"):
+each test is a violation the soak found, at the seed and moment that found it, reduced to
+what it needs to happen again."""
+
+from __future__ import annotations
+
+import types
+
+from focus_tune.procedure.job import CONFIG_KEY
+from focus_tune.search.callbacks import MLflowCallback
+from test_tracking import dataset, job, manifest, tracker  # noqa: F401  (fixtures and a trial job)
+
+
+def test_a_worker_killed_while_its_actor_starts_is_retried_as_one_run(tracker, manifest, tmp_path):  # noqa: F811
+    """Soak seed 2 (FaceMed, smoke), attempt 2: a trial worker SIGKILLed 0.3 s into the resumed
+    search's first trial, while Ray was starting its actor. Tune called ``on_trial_recover``
+    before any ``on_trial_start`` of that trial, so it had no child run; ``Tracker.note_retry``
+    raised ``KeyError: 'stage1-l0.05-s0'`` inside Tune's loop and the search ended with a
+    traceback (exit 1). Now the retry makes the run, and the start that follows reopens it:
+    one child run, tagged with the retry and why."""
+    j = job(manifest)
+    errors = tmp_path / "error.txt"
+    errors.write_text("Failure # 1 (occurred at 2026-12-05)\nThe actor died unexpectedly before finishing this task.\n"
+                      "\tclass_name: ImplicitFunc\nThe actor is dead because its worker process has died. "
+                      "Worker exit type: SYSTEM_ERROR\n")
+    trial = types.SimpleNamespace(config={CONFIG_KEY: j}, error_file=str(errors),
+                                  run_metadata=types.SimpleNamespace(num_failures=1))
+    callback = MLflowCallback(tracker, state=None)
+    callback.on_trial_recover(0, [trial], trial)  # before the trial ever started
+    callback.on_trial_start(1, [trial], trial)  # Tune starts it again
+    runs = tracker._child_runs()
+    assert [r.data.tags["trial_id"] for r in runs] == [j.trial_id]
+    tags = tracker.client.get_run(runs[0].info.run_id).data.tags
+    assert tags["retries"] == "1" and tags["retry.1"].startswith("The actor is dead because its worker process has died")
