@@ -194,6 +194,55 @@ def choose_on_grid(score: Callable[[float], float], grid: Iterable[float], lengt
                           "grid", (grid[0], grid[-1]), scores, margin, se)
 
 
+Decide = Callable[[list, Callable[[str, str], float]], int]
+
+
+def choose_staged(score: Callable[[np.ndarray], float], grid: Iterable[float], length: int, k1: int,
+                  decide: Decide, difference_se: Callable[[np.ndarray, np.ndarray], float],
+                  live_rows: np.ndarray | None = None) -> TemperatureFit:
+    """A temperature per entry chosen as the lambda search chooses its schedule: T_1..T_k1
+    one entry at a time, then one T for the entries after k1 (``k1 = 0``: one T for all).
+
+    Stage s (entry s, or the rest) scores every grid value T at its entries, the entries of the
+    earlier stages at their chosen T and the later ones at 1, by ``score(vector [L])`` (e.g. the
+    validation sampled marginal ECE); ``decide(scored, se)`` picks the stage's winner from
+    ``scored`` = [(score, |log T|, key)] (the departure from no change is the penalty), with
+    ``se(key_a, key_b)`` the standard error of two candidates' score difference
+    (``difference_se`` of their vectors, e.g. a paired bootstrap over the validation items):
+    the search's tie rule, so that a temperature moves off 1 only as far as the evidence a
+    lambda needs. A choice at the grid's smallest or largest value counts its entries as at a
+    bound. ``scores`` of the fit: {stage label: {T: score}}; ``margin``/``margin_se``: the last
+    stage's score at T = 1 minus its chosen T's and their SE (0 when it kept 1).
+    """
+    grid = sorted(float(g) for g in grid)
+    if not grid or min(grid) <= 0 or 1.0 not in grid:
+        raise ValueError(f"the grid needs positive temperatures and 1.0 among them, got {grid}")
+    if not 0 <= k1 < length:
+        raise ValueError(f"k1 must be in [0, L) = [0, {length}), got {k1}")
+    t = np.ones(length)
+    stages = [(f"T{i + 1}", slice(i, i + 1)) for i in range(k1)] + [("rest" if k1 else "all", slice(k1, length))]
+    scores: dict[str, dict[float, float]] = {}
+    margin = se = float("nan")
+    for label, entries in stages:
+        vectors = {}
+        for g in grid:
+            v = t.copy()
+            v[entries] = g
+            vectors[g] = v
+        stage_scores = {g: float(score(v)) for g, v in vectors.items()}
+        keys = {f"{label}={g!r}": g for g in grid}
+        scored = [(stage_scores[g], abs(float(np.log(g))), k) for k, g in keys.items()]
+        chosen = keys[scored[decide(scored, lambda a, b: difference_se(vectors[keys[a]], vectors[keys[b]]))][2]]
+        t[entries] = chosen
+        scores[label] = stage_scores
+        margin = stage_scores[1.0] - stage_scores[chosen]
+        se = 0.0 if chosen == 1.0 else float(difference_se(vectors[chosen], vectors[1.0]))
+    edge = len(grid) > 1 and np.isin(t, (grid[0], grid[-1]))
+    live = np.zeros(length, dtype=np.int64) if live_rows is None else np.asarray(live_rows, dtype=np.int64)
+    return TemperatureFit(t, float(t[-1]), int(edge.sum()) if len(grid) > 1 else 0, live,
+                          np.arange(length) < k1, "staged" if k1 else "grid", (grid[0], grid[-1]), scores, margin, se)
+
+
 def paired_bootstrap_se(stat: Callable[[np.ndarray], float], a, b, n_items: int, reps: int = 200,
                         seed: int = 0) -> float:
     """Standard error of stat(a, items) - stat(b, items) over ``reps`` bootstrap resamples of the
