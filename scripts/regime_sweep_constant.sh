@@ -18,8 +18,18 @@ cell() {  # game size epochs every schedule...
     --lr 1e-3 --lr-schedule constant --test-items 1000 --references --build-size 1000 \
     --schedules "$@" --out "$out_dir/sweep-$game-constant.jsonl"
 }
-# Equal training work per cell (40k item-epochs): fewer items for more epochs.
-for schedules in "none" "l1..3=0.05" "l1..3=0.5"; do
+# Equal training work per cell (40k item-epochs): fewer items for more epochs. First `none`
+# alone in every scenario (one seed), then seeds 1 and 2 of `none` (the regime is the median
+# over three seeds), then the lambdas.
+for game in $games; do
+  cell "$game" 250 160 20 none
+  cell "$game" 500 80 10 none
+done
+for game in $games; do
+  cell "$game" 250 160 20 none --seeds 1 2
+  cell "$game" 500 80 10 none --seeds 1 2
+done
+for schedules in "l1..3=0.05" "l1..3=0.5"; do
   for game in $games; do
     cell "$game" 250 160 20 $schedules
     cell "$game" 500 80 10 $schedules
