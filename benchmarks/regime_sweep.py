@@ -74,6 +74,19 @@ def done_configs(path: str | None, epochs: int) -> set[tuple]:
     return done
 
 
+def drop_unfinished(path: str | None, epochs: int, planned: set[tuple]) -> int:
+    """Rewrite the JSONL file ``path`` without the rows of the ``planned`` configurations that
+    were cut off before their last epoch (they run again whole); returns how many rows went."""
+    if not path or not Path(path).exists():
+        return 0
+    rows = [line for line in open(path) if line.strip()]
+    done = done_configs(path, epochs)
+    keep = [line for line in rows if (key := _key(json.loads(line))) not in planned or key in done]
+    if len(keep) < len(rows):
+        Path(path).write_text("".join(keep))
+    return len(rows) - len(keep)
+
+
 def _key(r: dict) -> tuple:
     return (r["game"], r["train_items"], r["width"], r["schedule"], r["seed"], r.get("lr"), r.get("lr_schedule"))
 
@@ -249,20 +262,22 @@ def main() -> None:
         plot(args.plot, args.figure)
         return
     torch.set_num_threads(args.threads)
+    cfg = load_search_config(space_path(args.game), "quick").train
+    widths = args.widths or [cfg.encoder_width]
+    lr, lr_schedule = args.lr or cfg.lr, args.lr_schedule or cfg.lr_schedule
+    planned = [(args.game, size, width, schedule, seed, lr, lr_schedule)
+               for size in args.sizes for width in widths for seed in args.seeds for schedule in args.schedules]
+    dropped = drop_unfinished(args.out, args.epochs, set(planned))
+    if dropped:
+        print(f"dropped {dropped} rows of configurations cut off before epoch {args.epochs}", flush=True)
     done = done_configs(args.out, args.epochs)
-    widths = args.widths or [load_search_config(space_path(args.game), "quick").train.encoder_width]
     out = open(args.out, "a") if args.out else open("/dev/null", "w")
-    for size in args.sizes:
-        for width in widths:
-            for seed in args.seeds:
-                for schedule in args.schedules:
-                    cfg = load_search_config(space_path(args.game), "quick").train
-                    key = (args.game, size, width, schedule, seed, args.lr or cfg.lr,
-                           args.lr_schedule or cfg.lr_schedule)
-                    if key in done:
-                        print(f"done already: {key}", flush=True)
-                        continue
-                    run_config(args, args.game, size, width, schedule, seed, out)
+    for key in planned:
+        if key in done:
+            print(f"done already: {key}", flush=True)
+            continue
+        game, size, width, schedule, seed = key[:5]
+        run_config(args, game, size, width, schedule, seed, out)
 
 
 if __name__ == "__main__":
