@@ -500,19 +500,16 @@ def test_temperature_fits_use_the_observed_live_rows_only():
     assert fit_pooled(z, seq, EVENT, observed=everything).pooled == fit_pooled(z, seq, EVENT).pooled
 
 
-def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
-    """The trainable's test path (the test evaluation, the temperature's validation choice and
-    its scaled row): censoring counted under test/data/..., filler never read."""
+def test_a_final_trials_test_metrics_on_censored_data():
+    """A final's scoring (trial.score_final: the test evaluation, the temperature's validation
+    choice and its scaled row), without Ray: censoring counted under test/data/..., filler never read."""
     import dataclasses
-    import json
 
     from chain import chain_simulator, draw_chain
     from focus_tune.config.space import load_search_config, space_path
-    from focus_tune.procedure.job import PER_ENTRY_FILE, Splits, TrialJob
+    from focus_tune.procedure.job import Splits
     from focus_tune.sim.model_io import DataInfo
-    from focus_tune.sim.regularization import LambdaSchedule
-    from focus_tune.search.trainable import TrialSplits, _test_metrics
-    from focus_tune.procedure.trials import TrialSpec
+    from focus_tune.trial import TrialSplits, score_final
 
     n, length, event = 150, 20, 2
     sim = chain_simulator()
@@ -527,14 +524,15 @@ def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
 
     train = dataclasses.replace(load_search_config(space_path("hero"), "smoke").train, num_samples=20,
                                 val_items=None, test_items=None, event_sampling="model")
-    spec = TrialSpec(trial_id="none-s0", stage="none", family="none", schedule=LambdaSchedule.none(length), seed=0,
-                     params={"seed": 0})
-    job = TrialJob(spec=spec, train=train, data=DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3))
-    outs = []
+    info = DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3)
+    outs, files = [], []
     for filler in (0, 1):
         data = Splits(split("train", 3, filler), split("val", 1, filler), split("test", 2, filler))
-        outs.append(_test_metrics(sim, TrialSplits(data, train, job.data, torch.device("cpu")), job, str(tmp_path)))
-        outs[-1].pop("time/test_s"), outs[-1].pop("time/temperature_s"), outs[-1].pop("time/conformal_s")
+        out, per_entry = score_final(sim, TrialSplits(data, train, info, torch.device("cpu")), train, info, seed=0,
+                                     with_temperature=True)
+        out.pop("time/test_s"), out.pop("time/temperature_s"), out.pop("time/conformal_s")
+        outs.append(out)
+        files.append(per_entry)
     test = split("test", 2)
     # the +conformal rows: calibrated on the censored validation split (IPCW), scored like the others
     assert 0 < outs[0]["conformal/test/interval/conformal_items"] < n
@@ -543,8 +541,7 @@ def test_a_final_trials_test_metrics_on_censored_data(tmp_path):
     assert outs[0]["test/data/unobserved_entries"] == (~test.observed).sum()
     assert outs[0]["temperature-scaled/test/data/censored_items"] == test.censored.sum()
     assert outs[1] == pytest.approx(outs[0], abs=1e-12, nan_ok=True)
-    with open(tmp_path / PER_ENTRY_FILE) as handle:
-        reliability = json.load(handle)["test_per_entry"]["reliability"]
+    reliability = files[-1]["test_per_entry"]["reliability"]
     for entry, curve in reliability.items():
         # the weighted curve: its counts are the sums of the observed items' weights
         weights = survival.entry_weights(test.observed, test.time_to_event, test.censored)[:, int(entry) - 1]

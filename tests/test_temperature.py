@@ -217,21 +217,17 @@ def test_sampled_evaluation_with_the_fit_does_not_freeze_late_entries():
     assert (t_frozen[alive] >= L).mean() > 0.9  # frozen on their top action, never END
 
 
-def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
-    """trainable._test_metrics (called directly, no Ray) on the too-unsure chain simulator:
-    the temperature-scaled keys, the chosen T with its at-bound count, the grid's validation ECEs."""
+def test_the_unregularized_final_reports_its_grid_temperature():
+    """trial.score_final of a 'none' final (no Ray) on the too-unsure chain simulator: the
+    temperature-scaled keys, the chosen T with its at-bound count, the grid's validation ECEs."""
     import dataclasses
-    import json
 
     from focus_tune.config.space import load_search_config, space_path
     from focus_tune.data.store import Split as StoredSplit
     from focus_tune.procedure.job import Splits
-    from focus_tune.procedure.job import PER_ENTRY_FILE, TrialJob
     from focus_tune.sim.model_io import DataInfo
-    from focus_tune.sim.regularization import LambdaSchedule
     from focus_tune.scoring.temperature import GRID
-    from focus_tune.search.trainable import TrialSplits, _test_metrics
-    from focus_tune.procedure.trials import TrialSpec
+    from focus_tune.trial import TrialSplits, score_final
 
     sim = chain_simulator(P=FAST)
     with torch.no_grad():
@@ -246,22 +242,19 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
 
     train = dataclasses.replace(load_search_config(space_path("hero"), "smoke").train, num_samples=50,
                                 val_items=None, test_items=None, event_sampling="model")
-    spec = TrialSpec(trial_id="none-s0", stage="none", family="none", schedule=LambdaSchedule.none(L), seed=0,
-                     params={"seed": 0})
-    job = TrialJob(spec=spec, train=train, data=DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3))
+    info = DataInfo(num_classes=3, event=event, condition_class=0, in_channels=3)
+
     def splits(n=n, train=train):
-        return TrialSplits(Splits(split("train", 3, n), split("val", 1, n), split("test", 2, n)), train, job.data,
+        return TrialSplits(Splits(split("train", 3, n), split("val", 1, n), split("test", 2, n)), train, info,
                            torch.device("cpu"))
 
-    out = _test_metrics(sim, splits(), job, str(tmp_path))
+    out, files = score_final(sim, splits(), train, info, seed=0, with_temperature=True)
 
     t = out["temperature-scaled/test/temperature_pooled"]
     assert t in GRID and t <= 0.9  # the model is too unsure: the validation ECE asks for a cooler T
     assert out["temperature-scaled/test/temperature_at_bound"] == (L if t in (min(GRID), max(GRID)) else 0)
     assert out["temperature-scaled/test/temperature_mean"] == pytest.approx(t)
     assert "temperature-scaled/test/marginal/ece" in out and "test/marginal/ece" in out
-    with open(tmp_path / PER_ENTRY_FILE) as handle:
-        files = json.load(handle)
     grid = files["temperature-scaled/test/per_entry"]["temperature_grid"]
     assert grid["T"] == list(GRID) and len(grid["val_ece"]) == len(GRID)
     assert min(grid["val_ece"]) == grid["val_ece"][list(GRID).index(t)]
@@ -272,8 +265,7 @@ def test_the_unregularized_final_reports_its_grid_temperature(tmp_path):
     # and the row repeats the unscaled one exactly (the same uniforms, the same model). Fewer
     # items and draws: keeping T = 1 needs no power (the 2-SE margin guards it at any noise).
     few = dataclasses.replace(train, num_samples=20)
-    calibrated = _test_metrics(chain_simulator(P=FAST), splits(100, few), dataclasses.replace(job, train=few),
-                               str(tmp_path))
+    calibrated, _ = score_final(chain_simulator(P=FAST), splits(100, few), few, info, seed=0, with_temperature=True)
     assert calibrated["temperature-scaled/test/temperature_pooled"] == 1.0
     assert calibrated["temperature-scaled/test/temperature_at_bound"] == 0
     for key in ("marginal/ece", "marginal/ece_debiased", "marginal/ce", "interval/coverage", "interval/interval_score"):
