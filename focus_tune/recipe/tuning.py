@@ -298,14 +298,9 @@ def _tracking_callback(tracker, base: TrainConfig, space: RecipeSpace):
     from ray.tune import Callback
 
     class RecipeTracking(Callback):
-        def _job(self, trial):
-            params = {k: trial.config[k] for k in space.dims}
-            spec = SimpleNamespace(trial_id=trial.trial_id, stage="recipe", family="none", source_trial=None,
-                                   schedule="none", params=params)
-            return SimpleNamespace(spec=spec, train=recipe_train(base, trial.config))
-
         def on_trial_start(self, iteration, trials, trial, **info):
-            tracker.start_trial(self._job(trial))
+            params = {"schedule": "none", **{k: trial.config[k] for k in space.dims}}
+            tracker.start_child(trial.trial_id, "recipe", "none", params, recipe_train(base, trial.config))
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             tracker.log_result(trial.trial_id, result)
@@ -314,8 +309,8 @@ def _tracking_callback(tracker, base: TrainConfig, space: RecipeSpace):
             last = trial.last_result or {}
             if last.get("epoch", 0) < trial.config.get("epochs", 0):
                 cut = "--trial-minutes" if last.get("time_total_s", 0) >= space.trial_minutes * 60 else "ASHA"
-                tracker.client.set_tag(tracker._children[trial.trial_id], "stopped_by",
-                                       f"{cut} at epoch {last.get('epoch')} of {trial.config.get('epochs')}")
+                tracker.tag_trial(trial.trial_id, "stopped_by",
+                                  f"{cut} at epoch {last.get('epoch')} of {trial.config.get('epochs')}")
             tracker.end_trial(trial.trial_id, failed=False)
 
         def on_trial_error(self, iteration, trials, trial, **info):
