@@ -46,7 +46,8 @@ class SimulatorModel:
         self.loaded = loaded
 
     def predict(self, model_input: Any, params: dict | None = None) -> dict:
-        from .predict import Item, PredictError, predict_one
+        from .errors import PredictError
+        from .predict import Item, predict_one
 
         settings = {**PARAMS, **{k: v for k, v in (params or {}).items() if v is not None}}
         if int(settings["num_samples"]) < 1:

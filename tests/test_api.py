@@ -99,9 +99,8 @@ def test_keywords_are_the_clis_flags_with_its_defaults():
     ({}, "give game= (a built-in scenario) or data="),
 ])
 def test_a_bad_argument_is_the_clis_one_line_error(tmp_path, kwargs, words):
-    from focus_tune.config.space import ConfigError
+    from focus_tune.errors import ConfigError, SearchError
     from focus_tune.search.api import run_search
-    from focus_tune.search.storage import SearchError
 
     with pytest.raises((ConfigError, SearchError)) as err:
         run_search(storage=str(tmp_path / "runs"), **kwargs)

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from focus_tune.config.space import (
-    PROFILES, ConfigError, GridConfig, SearchConfig, TrainConfig, apply_overrides, dump_search_config,
+    PROFILES, GridConfig, SearchConfig, TrainConfig, apply_overrides, dump_search_config,
     load_search_config, override_text, parse_override, space_path)
+from focus_tune.errors import ConfigError
 
 BUILTIN_SCENARIOS = ("facemed", "seaquest", "riverraid", "bankheist", "hero", "roadrunner")
 PAPER_GRID = GridConfig(

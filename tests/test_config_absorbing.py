@@ -4,7 +4,8 @@ config); its former name, train.absorbing, still reads."""
 import pytest
 import yaml
 
-from focus_tune.config.space import ConfigError, load_search_config, space_path
+from focus_tune.config.space import load_search_config, space_path
+from focus_tune.errors import ConfigError
 
 
 def _space(tmp_path, value=None, where="train", key="event_sampling"):

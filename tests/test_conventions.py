@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from focus_tune import data
-from focus_tune.data import DataError, ensure_dataset, is_current, load_dataset, store
+from focus_tune.data import ensure_dataset, is_current, load_dataset, store
+from focus_tune.errors import DataError
 from focus_tune.scoring.metrics import rmse_per_entry, rmse_to_truth, sequence_metrics
 from focus_tune.scoring.montecarlo import time_to_event as sampled_time_to_event
 

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from focus_tune.data import DataError, load_dataset
+from focus_tune.data import load_dataset
 from focus_tune.data.__main__ import main
 from focus_tune.data.builtin.ale import END
 from focus_tune.data.builtin.atari_head import HEADER, import_atari_head, read_labels
+from focus_tune.errors import DataError
 
 L, FREQ = 5, 2
 

@@ -16,10 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from focus_tune.data import DataError, describe_dataset, load_dataset, read_manifest, write_dataset
+from focus_tune.data import describe_dataset, load_dataset, read_manifest, write_dataset
 from focus_tune.data.__main__ import main
 from focus_tune.data.sequences import censored_items
 from focus_tune.data.store import sha256_file
+from focus_tune.errors import DataError
 
 H, W = 12, 20  # non-square on purpose
 

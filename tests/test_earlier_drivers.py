@@ -7,7 +7,7 @@ import types
 import pytest
 import ray
 
-from focus_tune.procedure.state import SearchError
+from focus_tune.errors import SearchError
 from focus_tune.search import ray_runtime
 
 

@@ -1,10 +1,9 @@
 """The import graph of focus_tune: no cycle (imports inside functions count too), and the
 packages are layers that point one way (:data:`LAYERS`): the data at the bottom, then the
-config, the math (sim, scoring), the procedure, the trial (plain PyTorch below Ray), and on
-top tracking, report, predict and the commands (search, recipe, replicate); a package imports
-only from its own layer and below. Ray is imported only by search/ and recipe/, MLflow only by
-tracking/ and replicate/, and nothing the trial layer imports reaches either; the domain names
-are imported, not repeated; no two modules share a file name."""
+config, the math (sim, scoring), the procedure, and on top tracking, report, predict and the
+commands (search, recipe, replicate); a package imports only from its own layer and below.
+Ray is imported only by search/ and recipe/, MLflow only by tracking/ and replicate/; the
+domain names are imported, not repeated; no two modules share a file name."""
 
 from __future__ import annotations
 
@@ -15,15 +14,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "focus_tune"
 # The top-level modules besides the entry points: plain Python below every package.
-BASE = ("focus_tune.names", "focus_tune.quote", "focus_tune.durable", "focus_tune.arguments", "focus_tune.interrupt",
-        "focus_tune.lazy")
+BASE = ("focus_tune.names", "focus_tune.errors", "focus_tune.quote", "focus_tune.durable", "focus_tune.arguments",
+        "focus_tune.interrupt", "focus_tune.lazy")
 # The packages, bottom up; a module imports from its own layer, a lower one, or BASE.
 LAYERS = (
     ("focus_tune.data",),
     ("focus_tune.config",),
     ("focus_tune.sim", "focus_tune.scoring"),  # the math: plain PyTorch / numpy
     ("focus_tune.procedure",),  # the search as pure data and rules, no Ray
-    ("focus_tune.trial",),  # one trial in plain PyTorch: training, checkpoints, a final's scoring; no Ray, no MLflow
     ("focus_tune.tracking", "focus_tune.report", "focus_tune.predict"),
     ("focus_tune.search", "focus_tune.recipe", "focus_tune.replicate", "focus_tune.pyfunc", "focus_tune.__main__",
      "focus_tune"),  # the commands and the Python API
@@ -73,11 +71,15 @@ def _targets(module: str, node, is_package: bool) -> list[str]:
 
 def _lazy(module: str, tree: ast.Module) -> set[str]:
     """A package's lazy imports: its ``_HOME`` (public name -> the module of the package that
-    defines it, imported by ``__getattr__`` on first use) counts as importing those modules."""
+    defines it, or a relative import such as ``..errors``, imported by ``__getattr__`` on first
+    use) counts as importing those modules."""
     out = set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_HOME" for t in node.targets):
-            out |= {f"{module}.{v.value}" for v in node.value.values}
+            for v in node.value.values:
+                level = len(v.value) - len(v.value.lstrip("."))
+                base = module.split(".")[: len(module.split(".")) - max(level - 1, 0)]
+                out.add(".".join([*base, v.value.lstrip(".")]))
     return out
 
 
@@ -160,38 +162,21 @@ def test_nothing_below_the_search_imports_it():
     assert bad == []
 
 
-def _absolute_imports(path: Path) -> list[str]:
-    """The absolute module names a file imports (inside functions too)."""
-    names = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            names.append(node.module or "")
-    return names
-
-
 def test_ray_and_mlflow_are_imported_where_allowed():
-    bad = [(module, name) for module, path in MODULES.items() for name in _absolute_imports(path)
-           if name.split(".")[0] in HEAVY and not _in(module, HEAVY[name.split(".")[0]])]
+    bad = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in HEAVY and not _in(module, HEAVY[top]):
+                    bad.append((module, name))
     assert bad == []
-
-
-def test_the_trial_layer_reaches_no_ray_or_mlflow():
-    """The trial layer runs without Ray and MLflow: neither it nor anything it imports, however
-    indirectly, imports them (an :data:`UPWARD` import inside a function aside: loading a model
-    from an MLflow URI is not a trial's)."""
-    graph = _graph()
-    reached, todo = set(), [m for m in MODULES if _in(m, ("focus_tune.trial",))]
-    while todo:
-        module = todo.pop()
-        if module not in reached:
-            reached.add(module)
-            todo += [d for d in graph[module] if (module, d) not in UPWARD]
-    assert "focus_tune.trial.training" in reached and "focus_tune.sim.train" in reached
-    heavy = [(module, name) for module in sorted(reached) for name in _absolute_imports(MODULES[module])
-             if name.split(".")[0] in HEAVY]
-    assert heavy == []
 
 
 def test_no_two_modules_share_a_file_name():

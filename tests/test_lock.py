@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from focus_tune.search.lock import LOCK_FILE, STALE_AFTER_S, Holder, LockBusy, SearchLock
+from focus_tune.errors import LockBusy
+from focus_tune.search.lock import LOCK_FILE, STALE_AFTER_S, Holder, SearchLock
 
 
 def _write(folder: Path, holder: Holder, age_s: float = 0.0) -> Path:

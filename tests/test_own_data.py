@@ -13,8 +13,9 @@ import pytest
 
 from focus_tune.config.generic import fit_k2, generic_config
 from focus_tune.config.scenarios import scenario_of
-from focus_tune.config.space import ConfigError, load_search_config, space_path
-from focus_tune.data import DataError, evaluation_groups, load_dataset, write_dataset
+from focus_tune.config.space import load_search_config, space_path
+from focus_tune.data import evaluation_groups, load_dataset, write_dataset
+from focus_tune.errors import ConfigError, DataError
 
 
 def _dataset(tmp_path: Path, name: str = "mine", L: int = 6, censor: bool = True, age: bool = False) -> Path:
@@ -137,7 +138,7 @@ def test_image_blind_completion_draws_as_one_donor_search_per_sequence_would():
 
 def test_a_dataset_too_small_to_tell_a_family_from_image_blind_is_refused_unless_allow_small(tmp_path):
     from focus_tune.search.cli import MIN_SPLIT_ITEMS, check_split_sizes, parse_options
-    from focus_tune.search.storage import SearchError
+    from focus_tune.errors import SearchError
 
     small = _dataset(tmp_path)  # 60 items: 6 test, 12 validation
     options = parse_options(["--data", str(small)])

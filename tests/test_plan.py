@@ -11,8 +11,9 @@ import re
 import pytest
 
 from focus_tune.config.space import GridConfig
+from focus_tune.errors import StageFailed
 from focus_tune.procedure import cost
-from focus_tune.procedure.plan import FAMILY_STAGE, SearchPlan, StageFailed, priority
+from focus_tune.procedure.plan import FAMILY_STAGE, SearchPlan, priority
 
 PAPER_GRID = GridConfig(
     lambdas=(0.001, 0.005, 0.01, 0.05), k1=3, k2=(1, 11, 21, 51, 101), constants=(0.001, 0.005, 0.01, 0.05)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from ray.tune.schedulers import TrialScheduler
 
-from focus_tune.config.space import ConfigError, GridConfig, load_search_config, space_path
+from focus_tune.config.space import GridConfig, load_search_config, space_path
+from focus_tune.errors import ConfigError
 from focus_tune.procedure.job import INFLUENCE_KEY, TrialJob, encode_influence
 from focus_tune.procedure.plan import SearchPlan
 from focus_tune.procedure.racing import Lost, changed_decisions, losers

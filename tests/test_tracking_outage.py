@@ -191,7 +191,8 @@ def test_a_call_waits_for_the_server_and_a_4xx_is_not_retried(server, tmp_path, 
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from focus_tune.tracking.outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable
+    from focus_tune.errors import TrackingUnavailable
+    from focus_tune.tracking.outage import HTTP_DEFAULTS, PatientClient
 
     for key, value in HTTP_DEFAULTS.items():
         monkeypatch.setenv(key, value)
@@ -264,7 +265,8 @@ def test_a_run_created_before_its_answer_was_lost_is_not_created_twice(server, t
 def test_what_the_patience_did_not_get_through_is_sent_on_resume(server, tmp_path, manifest):  # noqa: F811
     """The trial records that met the end of the patience are kept in the run folder; the
     Tracker of the resumed search sends them and the trial's run ends as it would have."""
-    from focus_tune.tracking import Tracker, TrackingUnavailable
+    from focus_tune.errors import TrackingUnavailable
+    from focus_tune.tracking import Tracker
 
     unsent = tmp_path / UNSENT_FILE
     tracker = Tracker(server.uri, "outage", "search", unsent=unsent)
@@ -293,8 +295,9 @@ def test_ctrl_c_while_waiting_stops_the_waiting_for_good(monkeypatch):
     (the driver then leaves the runs as they were)."""
     from mlflow.tracking import MlflowClient
 
+    from focus_tune.errors import TrackingUnavailable
     from focus_tune.interrupt import INTERRUPT, Interrupted
-    from focus_tune.tracking.outage import HTTP_DEFAULTS, PatientClient, TrackingUnavailable
+    from focus_tune.tracking.outage import HTTP_DEFAULTS, PatientClient
 
     for key, value in HTTP_DEFAULTS.items():
         monkeypatch.setenv(key, value)

@@ -2,13 +2,14 @@ import numpy as np
 import pytest
 import torch
 
+from focus_tune.errors import NonFiniteLoss
 from focus_tune.scoring.evaluation import evaluate
 from focus_tune.scoring.metrics import sequence_metrics
 from focus_tune.scoring.montecarlo import time_to_event
 from focus_tune.sim.device_split import DeviceSplit
 from focus_tune.sim.model import Simulator
 from focus_tune.sim.regularization import LambdaSchedule
-from focus_tune.sim.train import LearningRate, NonFiniteLoss, seed_everything, train_one_epoch
+from focus_tune.sim.train import LearningRate, seed_everything, train_one_epoch
 
 from chain import chain_simulator, draw_chain, exact_marginals
 

@@ -13,10 +13,12 @@ the math, the procedure or above.
 
 from ..lazy import exports
 
-# Each public name -> the module of this package that defines it, imported on first use
-# (PEP 562), so that importing the package imports none of them.
+# Each public name -> the module of this package that defines it (``..errors``: the project's
+# errors, focus_tune.errors), imported on first use (PEP 562), so that importing the package
+# imports none of them.
 _HOME = {
-    "ConfigError": "space", "ENCODERS": "space", "ESTIMATORS": "space", "EVENT_SAMPLING": "space",
+    "ConfigError": "..errors",
+    "ENCODERS": "space", "ESTIMATORS": "space", "EVENT_SAMPLING": "space",
     "GridConfig": "space", "MAX_DEPTH": "space", "MAX_FILE_BYTES": "space", "MAX_INT": "space", "MAX_K2": "space",
     "MAX_NODES": "space", "PRECISIONS": "space", "PROFILES": "space", "SELECT_BY": "space", "SETTABLE": "space",
     "SPACES_DIR": "space", "SearchConfig": "space", "TrainConfig": "space", "apply_overrides": "space",

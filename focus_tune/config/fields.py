@@ -12,6 +12,7 @@ import re
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, Mapping
 
+from ..errors import ConfigError
 from ..names import SCENARIO_NAME
 from ..quote import short
 
@@ -27,10 +28,6 @@ RENAMED_KEYS = {"": {"game": "scenario"}, "train": {"absorbing": "event_sampling
 
 MAX_INT = 2**31 - 1  # a larger count, size or seed is a typo (and would name files nobody can open)
 MAX_K2 = 1_000_000  # entries; k2 names trials, so it stays short
-
-
-class ConfigError(ValueError):
-    """A search-space file (or config dict) that cannot be used; the message says where and why."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .space import SPACES_DIR, ConfigError, SearchConfig, parse_search_space
+from ..errors import ConfigError
+from .space import SPACES_DIR, SearchConfig, parse_search_space
 from .strict_yaml import read_yaml
 
 TEMPLATE = "generic.yaml"  # the generic space before its grids are fitted to L

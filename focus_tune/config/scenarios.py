@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data import BUILTIN_SCENARIOS, DataError, read_manifest
+from ..data import BUILTIN_SCENARIOS, read_manifest
+from ..errors import DataError
 
 
 def scenario_of(data: Path) -> str:

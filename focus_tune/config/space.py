@@ -30,10 +30,11 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..errors import ConfigError
 from ..names import ENCODERS, ESTIMATORS, EVENT_SAMPLING, LR_SCHEDULES, PRECISIONS, PROFILES, RACING, SELECT_KEYS
 from ..quote import short
 from .fields import (
-    MAX_INT, MAX_K2, ConfigError, Context, alpha, choice, grid_list, k2_entry, lambda_weight,
+    MAX_INT, MAX_K2, Context, alpha, choice, grid_list, k2_entry, lambda_weight,
     non_negative_float, non_negative_int, optional_choice, optional_positive_int, positive_float, positive_int,
     present, required_fields, scenario_name, string)
 from .strict_yaml import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, parse_yaml, read_yaml
@@ -45,7 +46,7 @@ SPACES_DIR = Path(__file__).resolve().parents[1] / "search_spaces"
 
 __all__ = [  # the public API; the checks and the strict YAML live in config.fields and config.strict_yaml
     "ENCODERS", "ESTIMATORS", "EVENT_SAMPLING", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT", "MAX_K2", "MAX_NODES",
-    "PRECISIONS", "PROFILES", "SELECT_BY", "SETTABLE", "SPACES_DIR", "ConfigError", "GridConfig", "SearchConfig", "TrainConfig",
+    "PRECISIONS", "PROFILES", "SELECT_BY", "SETTABLE", "SPACES_DIR", "GridConfig", "SearchConfig", "TrainConfig",
     "apply_overrides", "dump_search_config", "load_search_config", "override_text", "parse_override",
     "parse_search_space", "space_path", "yaml_text",
 ]

@@ -2,7 +2,7 @@
 ``yes`` and ``no`` are strings, only true/false are booleans, ``1e-5`` is a number), numbers
 only in plain decimal (``0x10``, ``0o17``, ``1_0`` refused, not read as 16, 15 and 10), no
 duplicate keys, and limits on size, nesting and alias expansion, so a hostile or broken file is a one-line
-:class:`~focus_tune.config.ConfigError` (with file, line and column), never a traceback,
+:class:`~focus_tune.errors.ConfigError` (with file, line and column), never a traceback,
 a RecursionError or gigabytes of memory.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
+from ..errors import ConfigError
 from ..quote import short
-from .fields import ConfigError
 
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 32  # a search space nests 4 levels (profiles.quick.grid.lambdas)

@@ -18,8 +18,9 @@ the bottom layer, and the only package that knows file formats.
 
 from ..lazy import exports
 
-# Each public name -> the module of this package that defines it, imported on first use
-# (PEP 562), so that importing the package imports none of them.
+# Each public name -> the module of this package that defines it (``..errors``: the project's
+# errors, focus_tune.errors), imported on first use (PEP 562), so that importing the package
+# imports none of them.
 _HOME = {
     "build_dataset": "builtin.cache", "dataset_dir": "builtin.cache", "ensure_dataset": "builtin.cache",
     "evaluation_groups": "builtin.cache", "generator_version": "builtin.cache", "is_current": "builtin.cache",
@@ -28,7 +29,8 @@ _HOME = {
     "get_spec": "builtin.profiles",
     "describe_dataset": "describe",
     "write_dataset": "own.write",
-    "DataError": "store", "Dataset": "store", "DatasetWriter": "store", "Manifest": "store", "Split": "store",
+    "DataError": "..errors",
+    "Dataset": "store", "DatasetWriter": "store", "Manifest": "store", "Split": "store",
     "load_dataset": "store", "read_manifest": "store",
     "time_to_event": "sequences",
 }

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from ..arguments import OneLineParser, error_exit, int_at_least
-from . import ATARI_GAMES, BUILTIN_SCENARIOS, PROFILES, DataError, build_dataset, dataset_dir, load_dataset
+from ..errors import DataError
+from . import ATARI_GAMES, BUILTIN_SCENARIOS, PROFILES, build_dataset, dataset_dir, load_dataset
 from .describe import describe, verified
 
 

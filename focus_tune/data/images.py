@@ -25,6 +25,8 @@ from collections import Counter
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from ..errors import ImageError, ImageTooLarge
+
 MAX_PIXELS = 4096 * 4096  # a larger image is refused before it is decoded (a decompression bomb)
 WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # more than 8 bits per pixel
 GRAY_MODES = {"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
@@ -32,14 +34,6 @@ _ORIENTATION = 0x0112  # EXIF tag
 _TURNED = {5, 6, 7, 8}  # orientations that swap width and height
 DECODE_ERRORS = (OSError, UnidentifiedImageError, ValueError, SyntaxError, Image.DecompressionBombError,
                  EOFError)
-
-
-class ImageError(ValueError):
-    """An image that cannot be decoded: the message says why, on one line."""
-
-
-class ImageTooLarge(ImageError):
-    """An image whose header claims more than MAX_PIXELS pixels: not decoded."""
 
 
 def resize_rgb(frame: np.ndarray, height: int, width: int) -> np.ndarray:

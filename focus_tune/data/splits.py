@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..quote import short
-from .store import SPLITS, DataError
+from ..errors import DataError
+from .store import SPLITS
 
 SPLIT_FRACTIONS = (0.7, 0.2, 0.1)
 _SPLIT_TAG = 0x05E1F  # the split's random stream: [seed, tag]

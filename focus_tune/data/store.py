@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..durable import fsync_path, write_atomic
+from ..errors import DataError
 from ..quote import short
 from .sequences import (CENSOR_INSTEAD, CONDITION_NOT_EVENT, ONLY_EVENT_ABSORBING, censored_items, observed_mask,
                         time_to_event)
@@ -54,8 +55,6 @@ MAX_MANIFEST_BYTES = 16 << 20  # an Atari-HEAD manifest lists its trials: kiloby
 SPLIT_FILES = tuple(f"{s}.parquet" for s in SPLITS)
 
 
-class DataError(ValueError):
-    """A dataset folder or source file is missing, malformed or corrupted."""
 
 
 

@@ -33,15 +33,16 @@ wraps it for MLflow.
 
 from ..lazy import exports
 
-# Each public name -> the module of this package that defines it, imported on first use
-# (PEP 562), so that importing the package imports none of them.
+# Each public name -> the module of this package that defines it (``..errors``: the project's
+# errors, focus_tune.errors), imported on first use (PEP 562), so that importing the package
+# imports none of them.
 _HOME = {
     "build_parser": "cli", "main": "cli", "run": "cli",
     "DEFAULT_ESTIMATOR": "estimate", "DEFAULT_SAMPLES": "estimate", "image_seed": "estimate",
     "predict_one": "estimate",
     "DEFAULT_ITEMS": "inputs", "IMAGE_SUFFIXES": "inputs", "Item": "inputs", "collect": "inputs",
     "load_image": "inputs", "parse_items": "inputs", "parse_prefix": "inputs",
-    "Loaded": "loading", "PredictError": "loading", "load": "loading",
+    "Loaded": "loading", "PredictError": "..errors", "load": "loading",
     "MAX_HEATMAP_CLASSES": "output", "bands": "output", "plot_prediction": "output", "summary": "output",
     "write_parquet": "output",
 }

@@ -12,7 +12,8 @@ from ..arguments import OneLineParser, error_exit, int_at_least, number_above
 from ..names import ESTIMATORS, FAMILIES, PREDICT_DEFAULTS
 from .estimate import DEFAULT_ESTIMATOR, DEFAULT_SAMPLES, predict_one
 from .inputs import collect, parse_prefix
-from .loading import PredictError, load
+from ..errors import PredictError
+from .loading import load
 from .output import _file_name, leak_warning, plot_prediction, summary, write_parquet
 
 

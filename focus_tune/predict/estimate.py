@@ -11,7 +11,8 @@ import numpy as np
 
 from ..names import ESTIMATORS, PREDICT_DEFAULTS
 from .inputs import Item
-from .loading import Loaded, PredictError
+from ..errors import PredictError
+from .loading import Loaded
 
 DEFAULT_SAMPLES = PREDICT_DEFAULTS["num_samples"]  # the paper's M
 DEFAULT_ESTIMATOR = PREDICT_DEFAULTS["estimator"]  # Rao-Blackwellized (see the module doc)

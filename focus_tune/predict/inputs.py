@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from ..quote import short
-from .loading import PredictError
+from ..errors import DataError, ImageError, ImageTooLarge, PredictError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".npy")
 DEFAULT_ITEMS = 5  # items of a dataset folder input when --items is not given
@@ -89,7 +89,7 @@ def load_image(path: Path, shape: tuple[int, int, int], resize: bool = True) -> 
         return _from_array(array, shape, str(path), resize)
     if C not in (1, 3):
         raise PredictError(f"{path}: the model reads {C}-channel images; give them as .npy arrays [C, H, W]")
-    from ..data.images import ImageError, ImageTooLarge, decode
+    from ..data.images import decode
 
     try:
         array = decode(path, C)
@@ -101,7 +101,7 @@ def load_image(path: Path, shape: tuple[int, int, int], resize: bool = True) -> 
 
 
 def _dataset_items(folder: Path, split: str, spec: str | None, shape: tuple[int, int, int], resize: bool) -> list[Item]:
-    from ..data import DataError, load_dataset
+    from ..data import load_dataset
 
     try:
         ds = load_dataset(folder)

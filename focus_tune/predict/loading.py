@@ -9,12 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..errors import DataError, ModelNotFound, PredictError, SearchError
 from ..names import MODEL_JSON
 from ..quote import short
-
-
-class PredictError(RuntimeError):
-    """Bad input or a model that cannot be used; the message says what to do."""
 
 
 
@@ -49,7 +46,7 @@ def _model_folder(path: Path, family: str) -> tuple[Path, dict]:
         return path, {}
     for folder in (path / "models" / family, path / family):
         if (folder / MODEL_JSON).is_file():
-            from ..procedure.state import SearchError, read_state
+            from ..procedure.state import read_state
 
             try:  # where the run's data is, if its search state says
                 state = read_state(path)
@@ -76,7 +73,7 @@ def load(source: str, family: str = "time-dependent", tracking_uri: str | None =
     from ..sim.model_io import load_model, train_config
 
     if _is_uri(source):
-        from ..tracking import ModelNotFound, fetch_model
+        from ..tracking import fetch_model
 
         uri = source
         if re.fullmatch(r"runs:/[^/]+/?", uri):  # a search's parent run: its model of --family
@@ -121,7 +118,7 @@ def _from_checkpoint(path: Path, source: str, data: Sequence[Path]) -> Loaded:
 
     from ..procedure.job import PackJob
     from ..sim.model_io import build_model
-    from ..procedure.state import SearchError, read_state
+    from ..procedure.state import read_state
 
     trial_dir, member = path.parent, None
     if not (trial_dir / "params.pkl").is_file() and (trial_dir.parent / "params.pkl").is_file():
@@ -159,7 +156,7 @@ def _metadata(meta: dict, datasets: Sequence[Any], source: str) -> dict:
     if all(k in meta for k in ("class_names", "length", "image_shape")):
         return {"class_names": [str(n) for n in meta["class_names"]], "length": int(meta["length"]),
                 "image_shape": tuple(int(v) for v in meta["image_shape"])}
-    from ..data import DataError, read_manifest
+    from ..data import read_manifest
 
     for folder in (Path(d) for d in datasets if d):
         try:

@@ -15,6 +15,8 @@ import statistics
 from pathlib import Path
 from typing import Mapping
 
+from ..errors import RatesError
+
 
 def measured_trial_minutes(trial_seconds: Mapping[str, float], seed: int | None = None) -> float | None:
     """Median training time (minutes) of a search from its trials' seconds (the search state's
@@ -30,10 +32,6 @@ GPU_RATES = Path(__file__).with_name("gpu_rates.json")
 GPU_RATES_ENV = "FOCUS_TUNE_GPU_RATES"  # a rates file of one's own GPU, where --rates is not given
 RATES_KEYS = ("device", "measured", "command", "precision", "train_samples_per_s_alone", "sharing_slowdown",
               "val_s_per_item_entry")
-
-
-class RatesError(ValueError):
-    """A rates file that was asked for and cannot be read: the message names it and what is wrong."""
 
 
 def load_gpu_rates(path: Path | None = None) -> dict | None:

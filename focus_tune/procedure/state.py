@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..durable import disk_full, write_atomic
+from ..errors import DiskFull, SearchError
 from ..quote import short
 
 STATE_FILE = "search_state.json"
@@ -23,28 +24,20 @@ STATE_FILE = "search_state.json"
 OVERRIDES_KEY, EXPERIMENT_KEY = "overrides", "experiment"
 
 
-class SearchError(RuntimeError):
-    """A search that cannot start or continue; the message says what to do."""
+def disk_full_at(folder: Path, detail: str) -> DiskFull:
+    """The error that ends a search whose storage is full: ``folder`` (the run folder) is full;
+    ``detail``: what failed, in words."""
+    what = "disk quota exceeded" if "quota" in detail.lower() else "no space left on device"
+    return DiskFull(f"{folder}: {what} ({short(detail, 160)[1:-1]}); the search stopped and its state holds every "
+                    f"trial finished before; free space there, then rerun the same command with --resume")
 
 
-class DiskFull(SearchError):
-    """The storage of a search is full (ENOSPC or EDQUOT): the search stopped, its state holds
-    what was saved before, and it continues with --resume once there is space again."""
-
-    @classmethod
-    def at(cls, folder: Path, detail: str) -> "DiskFull":
-        """``folder`` (the run folder) is full; ``detail``: what failed, in words."""
-        what = "disk quota exceeded" if "quota" in detail.lower() else "no space left on device"
-        return cls(f"{folder}: {what} ({short(detail, 160)[1:-1]}); the search stopped and its state holds every "
-                   f"trial finished before; free space there, then rerun the same command with --resume")
-
-    @classmethod
-    def of(cls, err: BaseException, folder: Path) -> "DiskFull":
-        """From the error that met the full disk (an OSError, or an error that wraps one)."""
-        full = disk_full(err) or err
-        where = getattr(full, "filename", None)
-        return cls.at(folder, f"writing {where}: {full.strerror}" if where and getattr(full, "strerror", None)
-                      else f"{type(full).__name__}: {full}")
+def disk_full_of(err: BaseException, folder: Path) -> DiskFull:
+    """:func:`disk_full_at` from the error that met the full disk (an OSError, or an error that wraps one)."""
+    full = disk_full(err) or err
+    where = getattr(full, "filename", None)
+    return disk_full_at(folder, f"writing {where}: {full.strerror}" if where and getattr(full, "strerror", None)
+                        else f"{type(full).__name__}: {full}")
 
 
 @dataclass

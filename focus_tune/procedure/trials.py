@@ -11,24 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import math
-from typing import Iterable, Mapping
+from typing import Mapping
 
 from ..sim.regularization import LambdaSchedule
 
 
 Results = Mapping[str, "float | None"]  # trial id -> selection score (None: failed)
-
-
-class StageFailed(RuntimeError):
-    """Every trial of a stage failed, so the stage has no winner and the search cannot go on."""
-
-    def __init__(self, stage: str, trial_ids: Iterable[str]):
-        self.stage = stage
-        self.trial_ids = tuple(trial_ids)
-        super().__init__(
-            f"every trial of stage {stage!r} failed ({', '.join(self.trial_ids)}); "
-            "see their logs, fix the cause and resume"
-        )
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ import sys
 from pathlib import Path
 
 from ..arguments import version_text
-from ..config.space import ConfigError, override_text, parse_override
+from ..config.space import override_text, parse_override
 from ..data import BUILTIN_SCENARIOS
+from ..errors import ConfigError, DataError
 from ..interrupt import EXIT_INTERRUPTED
 from ..names import PROFILES
 from ..procedure.state import OVERRIDES_KEY, read_state
@@ -83,7 +84,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.scenario is None:
         if args.data is None:
             ap.error("the following arguments are required: --game (or --data DIR, a dataset of your own)")
-        from ..data import DataError
         from ..config.scenarios import scenario_of
 
         try:

@@ -26,12 +26,14 @@ none of them until a name is asked for.
 
 from ..lazy import exports
 
-# Each public name -> the module of this package that defines it, imported on first use
-# (PEP 562), so that importing the package imports none of them.
+# Each public name -> the module of this package that defines it (``..errors``: the project's
+# errors, focus_tune.errors), imported on first use (PEP 562), so that importing the package
+# imports none of them.
 _HOME = {
     "SearchResult": "api", "load_model": "api", "main": "api", "read_search": "api", "run_search": "api",
     "build_parser": "cli",
-    "STATE_FILE": "storage", "SearchError": "storage", "SearchState": "storage",
+    "STATE_FILE": "storage", "SearchState": "storage",
+    "SearchError": "..errors",
 }
 __all__ = sorted(_HOME)
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..recipe.tuning import RecipeResult, run_recipe  # the recipe stage (python -m focus_tune.recipe); Ray on use
-from .storage import CONFIG_FILE, STATE_FILE, SearchError
+from ..errors import SearchError
+from .storage import CONFIG_FILE, STATE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -197,10 +198,8 @@ def main(argv: list[str] | None = None, trainable=None) -> int:
     (``--print-config`` and ``--dry-run`` print and exit). ``trainable`` replaces the Ray Tune
     trainable (tests inject faults with it)."""
     from ..arguments import error_exit
-    from ..config.space import ConfigError
-    from ..data import DataError
+    from ..errors import ConfigError, DataError, StageFailed
     from ..interrupt import EXIT_INTERRUPTED, Interrupted
-    from ..procedure.plan import StageFailed
     from . import ray_runtime
     from .cli import parse_options
     from .driver import run
@@ -235,7 +234,8 @@ def load_model(source: str | Path, family: str = "time-dependent", tracking_uri:
     a model folder, a search's run folder (its ``family`` model), ``runs:/<parent run id>``
     (``/model-<family>``), ``models:/NAME@<family>`` or ``models:/<model id>``, or a Ray Tune
     trial checkpoint (``<run folder>/search/<trial id>/checkpoint_000001``)."""
-    from ..predict.loading import PredictError, load
+    from ..errors import PredictError
+    from ..predict.loading import load
 
     try:
         return load(str(source), family, tracking_uri, [Path(d) for d in data])

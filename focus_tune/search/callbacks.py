@@ -9,9 +9,10 @@ from typing import Callable
 from ray.tune import Callback
 
 from ..durable import disk_full
+from ..errors import DiskFull
 from ..procedure.job import PackJob, job_of, jobs_of, member_results
 from ..procedure.racing import Lost
-from ..procedure.state import DiskFull
+from ..procedure.state import disk_full_of
 from .progress import Progress
 from .storage import SearchState, checkpoint_uri
 
@@ -138,7 +139,7 @@ class StateCallback(Callback):
                     del self.state.checkpoints[tid]
                 else:
                     self.state.checkpoints[tid] = uri
-            full = DiskFull.of(err, self.state.path.parent)
+            full = disk_full_of(err, self.state.path.parent)
             self.on_full(full)
             raise full from None
 

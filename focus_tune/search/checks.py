@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..config.space import ConfigError, SearchConfig, apply_overrides, load_search_config, space_path
-from ..data import DataError
+from ..config.space import SearchConfig, apply_overrides, load_search_config, space_path
+from ..errors import ConfigError, DataError
 from ..procedure.job import Splits
 from ..quote import short
 from .cli import SearchOptions

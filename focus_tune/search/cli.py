@@ -13,7 +13,7 @@ from ..arguments import OneLineParser, int_at_least, number_above, version_text
 from ..config.space import parse_override
 from ..data import BUILTIN_SCENARIOS
 from ..names import JOINT_SEARCHES, PROFILES
-from .storage import SearchError
+from ..errors import SearchError
 
 
 # The fewest test (and validation) items a search of one's own data reads without --allow-small:

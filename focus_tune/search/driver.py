@@ -13,12 +13,13 @@ from pathlib import Path
 from ..config.space import SearchConfig
 from ..data import ensure_dataset, load_dataset
 from ..durable import disk_full, fsync_path
+from ..errors import SearchError, TrackingUnavailable
 from ..interrupt import INTERRUPT, Interrupted
 from ..names import SELECT_NAMES
 from ..procedure.job import CONFIG_KEY, Splits, TrialJob
 from ..procedure.plan import SearchPlan, TrialSpec
 from ..procedure.rates import resolve_pack
-from ..procedure.state import DiskFull
+from ..procedure.state import disk_full_of
 from ..quote import short
 from ..sim.model_io import DataInfo
 from . import ray_runtime
@@ -26,7 +27,7 @@ from .checks import check_scenario, load_config, load_splits
 from .cli import SearchOptions, check_split_sizes
 from .lock import SearchLock
 from .progress import Progress, fmt_s
-from .storage import (STATE_FILE, SearchError, SearchState, check_resumable, check_storage, fingerprint,
+from .storage import (STATE_FILE, SearchState, check_resumable, check_storage, fingerprint,
                       remove_if_empty, run_dir, tune_storage, write_config)
 
 
@@ -65,7 +66,7 @@ def prepare(opts: SearchOptions) -> Prepared:
 def run(opts: SearchOptions, trainable=None) -> int:
     """The search: the run folder is made writable and locked first (a second search on it is
     refused before anything else, :mod:`.lock`); a check that fails leaves no folder, lock or
-    state behind; a full disk at any point ends in :class:`~focus_tune.procedure.state.DiskFull`."""
+    state behind; a full disk at any point ends in :class:`~focus_tune.errors.DiskFull`."""
     if opts.print_config:
         from ..config.space import dump_search_config
 
@@ -106,7 +107,7 @@ def run(opts: SearchOptions, trainable=None) -> int:
         for made in created:
             remove_if_empty(made)
         if isinstance(err, Exception) and not isinstance(err, SearchError) and disk_full(err) is not None:
-            raise DiskFull.of(err, folder) from None
+            raise disk_full_of(err, folder) from None
         raise
     finally:
         lock.release()
@@ -214,7 +215,6 @@ def end_runs(tracker, status: str, reason: str) -> bool:
     """The parent run and its RUNNING children ended as ``status`` with ``reason``, unless the
     tracking server is unreachable (the patience ran out: nothing more is sent, a resumed
     search reopens them). Returns whether they were."""
-    from ..tracking import TrackingUnavailable
 
     if tracker.unavailable:
         return False

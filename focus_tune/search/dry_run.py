@@ -10,7 +10,8 @@ from ..procedure.plan import SearchPlan
 from ..procedure.rates import resolve_pack
 from .checks import check_scenario, load_splits
 from .cli import SearchOptions
-from .storage import SearchError, read_state, run_dir
+from ..errors import RatesError, SearchError
+from .storage import read_state, run_dir
 
 
 def dry_run(cfg: SearchConfig, opts: SearchOptions) -> int:
@@ -18,7 +19,7 @@ def dry_run(cfg: SearchConfig, opts: SearchOptions) -> int:
     comes from measured rates, the output names the card they were measured on, and warns when
     ``--gpu-type`` names another."""
     from ..procedure.cost import plan_cost
-    from ..procedure.rates import RatesError, load_gpu_rates, measured_trial_minutes, trial_minutes_for
+    from ..procedure.rates import load_gpu_rates, measured_trial_minutes, trial_minutes_for
 
     try:
         rates = load_gpu_rates(opts.rates)

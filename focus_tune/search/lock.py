@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..durable import fsync_path
-from ..procedure.state import SearchError
+from ..errors import LockBusy
 
 LOCK_FILE = "search.lock"
 HEARTBEAT_S = 10.0  # how often the holder touches the lock
@@ -100,17 +100,14 @@ class Holder:
         return bool(now) and (not self.pid_start or now == self.pid_start)
 
 
-class LockBusy(SearchError):
-    """Another driver holds the run folder's lock; the message names it and what to do."""
-
-    def __init__(self, path: Path, holder: Holder | None, age_s: float):
-        self.path, self.holder, self.age_s = path, holder, age_s
-        who = (f"by pid {holder.pid} on host {holder.host} since {holder.started} "
-               f"(heartbeat {age_s:.0f} s ago)" if holder else f"by an unreadable lock (modified {age_s:.0f} s ago)")
-        super().__init__(
-            f"another search is running in {path.parent}: {path.name} is held {who}; wait for it to end, "
-            f"or stop it (Ctrl-C) and continue with --resume; if it is gone, the lock is taken over once its "
-            f"heartbeat is older than {STALE_AFTER_S:.0f} s (or delete {path})")
+def _lock_busy(path: Path, holder: Holder | None, age_s: float) -> LockBusy:
+    """The error for a lock ``path`` held by ``holder`` (None: unreadable) whose heartbeat is ``age_s`` old."""
+    who = (f"by pid {holder.pid} on host {holder.host} since {holder.started} "
+           f"(heartbeat {age_s:.0f} s ago)" if holder else f"by an unreadable lock (modified {age_s:.0f} s ago)")
+    return LockBusy(
+        f"another search is running in {path.parent}: {path.name} is held {who}; wait for it to end, "
+        f"or stop it (Ctrl-C) and continue with --resume; if it is gone, the lock is taken over once its "
+        f"heartbeat is older than {STALE_AFTER_S:.0f} s (or delete {path})", path, holder, age_s)
 
 
 class SearchLock:
@@ -149,12 +146,12 @@ class SearchLock:
             age = time.time() - st.st_mtime
             why = self._stale(me, holder, age)
             if why is None:
-                raise LockBusy(self.path, holder, age)
+                raise _lock_busy(self.path, holder, age)
             if self._take_over(st):
                 who = f"pid {holder.pid} on host {holder.host} since {holder.started}" if holder else "an unreadable lock"
                 self.notice = f"note: took over the stale lock {self.path} of {who}: {why}"
         else:  # the lock kept changing hands under us: someone else is starting right now
-            raise LockBusy(self.path, Holder.parse(self._read()), 0.0)
+            raise _lock_busy(self.path, Holder.parse(self._read()), 0.0)
         self.holder = me
         self._stop.clear()
         self._thread = threading.Thread(target=self._beat, name="search-lock-heartbeat", daemon=True)

@@ -12,7 +12,8 @@ import uuid
 import warnings
 from pathlib import Path
 
-from .storage import SearchError, is_uri
+from ..errors import SearchError
+from .storage import is_uri
 
 
 def quiet() -> None:

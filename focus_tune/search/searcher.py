@@ -20,13 +20,14 @@ from typing import Callable
 from ray.tune.search import Searcher
 
 from ..durable import disk_full
+from ..errors import DiskFull, StageFailed
 from ..interrupt import INTERRUPT
 from ..names import CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX, TS_PREFIX
 from ..procedure.job import (
     CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, SUMMARY_KEY, PackJob, TrialJob, job_summary, jobs_of, member_results)
-from ..procedure.plan import SearchPlan, StageFailed, TrialSpec, priority
+from ..procedure.plan import SearchPlan, TrialSpec, priority
 from ..procedure.racing import Lost, losers
-from ..procedure.state import DiskFull
+from ..procedure.state import disk_full_at, disk_full_of
 from .storage import SearchState
 
 
@@ -72,7 +73,7 @@ class PlanSearcher(Searcher):
         except OSError as err:
             if disk_full(err) is None:
                 raise
-            self.stop_for(DiskFull.of(err, self.state.path.parent))
+            self.stop_for(disk_full_of(err, self.state.path.parent))
             return False
         return True
 
@@ -215,7 +216,7 @@ class PlanSearcher(Searcher):
             return
         result = result or {}
         if DISK_FULL_KEY in result:  # its checkpoint could not be written: no result, stop the search
-            self.stop_for(DiskFull.at(self.state.path.parent, f"{job.trial_id}: {result[DISK_FULL_KEY]}"))
+            self.stop_for(disk_full_at(self.state.path.parent, f"{job.trial_id}: {result[DISK_FULL_KEY]}"))
             return
         if isinstance(job, PackJob):
             if error:  # crashed past its retries: every member without a result fails with it

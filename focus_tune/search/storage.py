@@ -13,10 +13,11 @@ from pathlib import Path
 from ..config.fields import RENAMED_KEYS
 from ..config.space import dump_search_config, override_text
 from ..durable import write_atomic
-from ..procedure.state import EXPERIMENT_KEY, OVERRIDES_KEY, STATE_FILE, SearchError, SearchState, read_state
+from ..errors import SearchError
+from ..procedure.state import EXPERIMENT_KEY, OVERRIDES_KEY, STATE_FILE, SearchState, read_state
 from ..quote import short
 
-__all__ = ["CONFIG_FILE", "STATE_FILE", "SearchError", "SearchState", "check_resumable", "check_storage",
+__all__ = ["CONFIG_FILE", "STATE_FILE", "SearchState", "check_resumable", "check_storage",
            "checkpoint_uri", "fingerprint", "is_uri", "read_state", "remove_if_empty", "run_dir", "tune_storage",
            "write_config"]
 

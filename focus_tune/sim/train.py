@@ -13,14 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..errors import NonFiniteLoss
 from ..names import LR_SCHEDULES
 from .device_split import DeviceSplit
 from .model import Simulator
 from .regularization import regularized_loss
-
-
-class NonFiniteLoss(FloatingPointError):
-    """The training loss became NaN or infinite: the trial cannot continue."""
 
 
 @dataclass(frozen=True)

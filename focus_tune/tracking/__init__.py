@@ -15,20 +15,22 @@ Modules: ``runs`` (``Tracker``: the parent run, a run per trial, logged models),
 model), ``outage`` (a tracking server that goes away is waited for), ``backend`` (where the
 store is, how to open its UI).
 
-Imports: MLflow, the procedure (``state``), ``interrupt`` and the base modules; nothing of the
+Imports: MLflow, ``interrupt`` and the base modules (``errors`` among them); nothing of the
 search, report or predict. Besides it only ``replicate`` (its record and analysis) imports MLflow.
 """
 
 from ..lazy import exports
 
-# Each public name -> the module of this package that defines it, imported on first use
-# (PEP 562), so that importing the package imports none of them.
+# Each public name -> the module of this package that defines it (``..errors``: the project's
+# errors, focus_tune.errors), imported on first use (PEP 562), so that importing the package
+# imports none of them.
 _HOME = {
     "DATASET_CONTEXT": "lineage", "WINNER_TAG": "lineage", "context_tags": "lineage", "dataset_entity": "lineage",
     "manifest_digest": "lineage",
-    "ModelNotFound": "models", "default_input_example": "models", "download_model": "models",
+    "ModelNotFound": "..errors", "TrackingUnavailable": "..errors",
+    "default_input_example": "models", "download_model": "models",
     "fetch_model": "models", "model_signature": "models",
-    "PATIENCE_ENV": "outage", "TrackingUnavailable": "outage",
+    "PATIENCE_ENV": "outage",
     "Tracker": "runs",
     "tracking_uri": "backend", "ui_command": "backend",
 }

@@ -8,6 +8,7 @@ from pathlib import Path
 import mlflow
 from mlflow.tracking import MlflowClient
 
+from ..errors import ModelNotFound
 from ..names import PREDICT_DEFAULTS
 from .backend import _sqlite_file, tracking_uri
 
@@ -19,10 +20,6 @@ IMAGE_DTYPE = "uint8"  # the signature's images: pixel values, as datasets and i
 # and a predict import.
 MODEL_REQUIREMENTS = ("mlflow", "torch", "torchvision", "numpy", "pillow", "pyarrow", "pyyaml", "filelock")
 CODE_DIR = "code"  # the project's code in a logged model (the python_function's ``code``)
-
-
-class ModelNotFound(LookupError):
-    """A model URI that names nothing in the store; the message says what the store has."""
 
 
 def fetch_model(uri: str, tracking: str | None = None) -> tuple[Path, dict[str, str]]:

@@ -21,8 +21,8 @@ import os
 import sys
 import time
 
+from ..errors import SearchError, TrackingUnavailable
 from ..interrupt import INTERRUPT, Interrupted
-from ..procedure.state import SearchError
 
 PATIENCE_ENV = "FOCUS_TUNE_TRACKING_PATIENCE_S"
 DEFAULT_PATIENCE_S = 600.0
@@ -31,10 +31,6 @@ MAX_DELAY_S = 5.0  # the backoff between tries is capped: a server back is seen 
 # is PatientClient's, visible and bounded; a request that hangs fails after 30 s (MLflow: 120).
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
-
-
-class TrackingUnavailable(SearchError):
-    """The tracking server stayed unreachable for longer than the patience."""
 
 
 def is_server(uri: str) -> bool:

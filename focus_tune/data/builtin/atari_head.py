@@ -34,7 +34,8 @@ import numpy as np
 
 from ..images import load_rgb_resized
 from ..splits import split_counts
-from ..store import DataError, DatasetWriter
+from ...errors import DataError
+from ..store import DatasetWriter
 from .ale import CLASS_NAMES, END
 from .profiles import ATARI_GAMES, get_spec
 

@@ -6,7 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ..store import DataError, read_manifest
+from ...errors import DataError
+from ..store import read_manifest
 from .profiles import FACEMED, get_spec
 
 

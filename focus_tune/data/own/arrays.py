@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ...quote import short
-from ..store import STANDARD_COLUMNS, DataError
+from ...errors import DataError
+from ..store import STANDARD_COLUMNS
 from .write import check_out, default_name, file_info, write_core
 
 def _text_values(array: np.ndarray, path: Path, key: str) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ...quote import short
-from ..store import DataError
+from ...errors import DataError
 from .table import (Rows, check_table_flags, check_tokens, image_paths, import_rows, read_table, sequence_tokens,
                     sorted_names)
 from .write import check_out, default_name, file_info

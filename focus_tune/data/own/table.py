@@ -18,7 +18,8 @@ import numpy as np
 from ...quote import short
 from ..sequences import CONDITION_NOT_EVENT, UNOBSERVED
 from ..splits import assign_splits
-from ..store import STANDARD_COLUMNS, DataError
+from ...errors import DataError
+from ..store import STANDARD_COLUMNS
 from .write import (check_absorbing, check_classes, check_length, check_out, complete_sequences, default_name,
                     file_info, write_core)
 
@@ -382,7 +383,8 @@ def read_images(paths: list[Path], table: Path, *, image_size: tuple[int, int] |
     """
     from PIL import Image
 
-    from ..images import DECODE_ERRORS, MAX_PIXELS, ImageError, decode, is_gray, resize_chw, upright_size
+    from ...errors import ImageError
+    from ..images import DECODE_ERRORS, MAX_PIXELS, decode, is_gray, resize_chw, upright_size
 
     sizes, modes = [], []
     for r, p in enumerate(paths):

@@ -30,7 +30,8 @@ from ..builtin.profiles import BUILTIN_SCENARIOS
 from ..sequences import (CENSOR_INSTEAD, CONDITION_NOT_EVENT, ONLY_EVENT_ABSORBING, UNOBSERVED, censored_items,
                          observed_prefix)
 from ..splits import assign_splits
-from ..store import SPLITS, STANDARD_COLUMNS, DataError, DatasetWriter, _check_replaceable, sha256_file
+from ...errors import DataError
+from ..store import SPLITS, STANDARD_COLUMNS, DatasetWriter, _check_replaceable, sha256_file
 
 MAX_NAME = 64  # the search's limit on a scenario's name (names.SCENARIO_NAME)
 MIN_LENGTH = 2  # a search's schedule needs two entries (config.generic)
