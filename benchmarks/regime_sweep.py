@@ -229,6 +229,33 @@ def plot(files: list[str], figure: str) -> None:
     print(f"wrote {figure}")
 
 
+def regime_table(files: list[str]) -> list[str]:
+    """Per scenario, cell (items, recipe) and scored epoch: ``none``'s median over its seeds
+    against the paper's regime (focus_tune.replicate.regime.PAPER_REGIME), each check's value
+    beside its limit, and the training work (item-epochs) it took."""
+    from focus_tune.replicate.regime import PAPER_REGIME, check_run, sweep_run
+
+    rows = [json.loads(line) for f in files for line in open(f) if line.strip()]
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["schedule"] == "none":
+            cells.setdefault((r["game"], r["train_items"], r["width"], r.get("lr"), r.get("lr_schedule")), []).append(r)
+    out = ["| scenario | items | lr | epoch | item-epochs | seeds | coverage | ECE − oracle's | CE − image-blind's | regime |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    for (game, n, width, lr, schedule), cell in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        for epoch in sorted({r["epoch"] for r in cell}):
+            at = [r for r in cell if r["epoch"] == epoch]
+            run = sweep_run(at, epoch)
+            med = {k: float(np.median([r[k] for r in at])) for k in ("interval/coverage", "marginal/ece", "marginal/ce")}
+            oracle = float(np.median([r.get("ref/oracle/ece", np.nan) for r in at]))
+            blind = float(np.median([r.get("ref/image-blind/ce", np.nan) for r in at]))
+            kept = not check_run(run, PAPER_REGIME)
+            out.append(f"| {game} | {n} | {lr:g} {schedule} | {epoch} | {n * epoch} | {len(at)} | "
+                       f"{med['interval/coverage']:.3f} | {med['marginal/ece'] - oracle:+.4f} | "
+                       f"{med['marginal/ce'] - blind:+.4f} | {'**yes**' if kept else 'no'} |")
+    return out
+
+
 def main() -> None:
     eager_optimizers()  # a process that trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -256,10 +283,15 @@ def main() -> None:
     ap.add_argument("--data-root", default="data_cache/sweep")
     ap.add_argument("--out", default=None, help="JSONL file to append rows to")
     ap.add_argument("--plot", nargs="+", default=None, help="JSONL files to plot instead of running")
+    ap.add_argument("--regime", nargs="+", default=None,
+                    help="JSONL files (written with --references) to judge against the paper's regime instead of running")
     ap.add_argument("--figure", default="docs/img/regime_sweep.png")
     args = ap.parse_args()
     if args.plot:
         plot(args.plot, args.figure)
+        return
+    if args.regime:
+        print("\n".join(regime_table(args.regime)))
         return
     torch.set_num_threads(args.threads)
     cfg = load_search_config(space_path(args.game), "quick").train
