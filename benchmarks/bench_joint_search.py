@@ -11,7 +11,7 @@ scores instead of training again. For each budget b = 1..(distinct joint trainin
 
 Each choice is reported by its validation ECE (what the search selects on) and by the test
 marginal ECE of its checkpoint (evaluated once per distinct candidate, on the test split as
-the profile defines it, with the evaluation the finals use: trainable._test_metrics's
+the profile defines it, with the evaluation the finals use: trial.score_final's
 generator and focus_tune.scoring.evaluation.evaluate).
 
     python benchmarks/bench_joint_search.py --run-dir runs/hero-quick-seed0 \\
@@ -40,10 +40,10 @@ from focus_tune.errors import ConfigError  # noqa: E402
 from focus_tune.procedure.optuna_joint import JointOptuna, default_budget  # noqa: E402
 from focus_tune.procedure.plan import SearchPlan  # noqa: E402
 from focus_tune.scoring.evaluation import evaluate, evaluation_generator  # noqa: E402
-from focus_tune.search.trainable import CHECKPOINT_FILE  # noqa: E402
 from focus_tune.sim.device_split import DeviceSplit  # noqa: E402
 from focus_tune.sim.model_io import DataInfo  # noqa: E402
 from focus_tune.sim.model_io import build_model  # noqa: E402
+from focus_tune.trial.checkpoint import CHECKPOINT_FILE  # noqa: E402
 
 
 def load_run(run_dir: Path):

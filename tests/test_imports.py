@@ -1,9 +1,10 @@
 """The import graph of focus_tune: no cycle (imports inside functions count too), and the
 packages are layers that point one way (:data:`LAYERS`): the data at the bottom, then the
-config, the math (sim, scoring), the procedure, and on top tracking, report, predict and the
-commands (search, recipe, replicate); a package imports only from its own layer and below.
-Ray is imported only by search/ and recipe/, MLflow only by tracking/ and replicate/; the
-domain names are imported, not repeated; no two modules share a file name."""
+config, the math (sim, scoring), the procedure, the trial (plain PyTorch below Ray), and on
+top tracking, report, predict and the commands (search, recipe, replicate); a package imports
+only from its own layer and below. Ray is imported only by search/ and recipe/, MLflow only by
+tracking/ and replicate/, and nothing the trial layer imports reaches either; the domain names
+are imported, not repeated; no two modules share a file name."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ LAYERS = (
     ("focus_tune.config",),
     ("focus_tune.sim", "focus_tune.scoring"),  # the math: plain PyTorch / numpy
     ("focus_tune.procedure",),  # the search as pure data and rules, no Ray
+    ("focus_tune.trial",),  # one trial in plain PyTorch: training, checkpoints, a final's scoring; no Ray, no MLflow
     ("focus_tune.tracking", "focus_tune.report", "focus_tune.predict"),
     ("focus_tune.search", "focus_tune.recipe", "focus_tune.replicate", "focus_tune.pyfunc", "focus_tune.__main__",
      "focus_tune"),  # the commands and the Python API
@@ -162,21 +164,38 @@ def test_nothing_below_the_search_imports_it():
     assert bad == []
 
 
+def _absolute_imports(path: Path) -> list[str]:
+    """The absolute module names a file imports (inside functions too)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.append(node.module or "")
+    return names
+
+
 def test_ray_and_mlflow_are_imported_where_allowed():
-    bad = []
-    for module, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                names = [node.module or ""]
-            else:
-                continue
-            for name in names:
-                top = name.split(".")[0]
-                if top in HEAVY and not _in(module, HEAVY[top]):
-                    bad.append((module, name))
+    bad = [(module, name) for module, path in MODULES.items() for name in _absolute_imports(path)
+           if name.split(".")[0] in HEAVY and not _in(module, HEAVY[name.split(".")[0]])]
     assert bad == []
+
+
+def test_the_trial_layer_reaches_no_ray_or_mlflow():
+    """The trial layer runs without Ray and MLflow: neither it nor anything it imports, however
+    indirectly, imports them (an :data:`UPWARD` import inside a function aside: loading a model
+    from an MLflow URI is not a trial's)."""
+    graph = _graph()
+    reached, todo = set(), [m for m in MODULES if _in(m, ("focus_tune.trial",))]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += [d for d in graph[module] if (module, d) not in UPWARD]
+    assert "focus_tune.trial.training" in reached and "focus_tune.sim.train" in reached
+    heavy = [(module, name) for module in sorted(reached) for name in _absolute_imports(MODULES[module])
+             if name.split(".")[0] in HEAVY]
+    assert heavy == []
 
 
 def test_no_two_modules_share_a_file_name():

@@ -239,50 +239,39 @@ def regime_of(val_ce: float, blind_ce: float, se: float, auc: float, space: Reci
 
 # -- a trial (Ray Tune's function trainable) -------------------------------------------------
 def recipe_trial(config: dict, data, base: TrainConfig, info, seed: int, threads: int) -> None:
-    """One recipe: the unregularized model trained with ``train.train_one_epoch``, its validation
-    scored by ``evaluation.Scoring`` after every epoch and reported (``val/ce``, ``val/auc``,
+    """One recipe: the unregularized model trained by the trial layer (``trial.epochs``), its
+    validation (``trial.validate``) after every epoch reported (``val/ce``, ``val/auc``,
     ``val/ece``, image-blind's CE on the same items and the paired SE of the difference)."""
     import torch
     from ray import tune
 
     from ..scoring.baselines import ImageBlind, completed_sequences
-    from ..sim.device_split import DeviceSplit
-    from ..sim.adam_patch import eager_optimizers
-    from ..scoring.evaluation import Scoring, evaluation_generator
     from ..scoring.metrics import difference_se, item_influence
-    from ..sim.model_io import build_model
+    from ..sim.adam_patch import eager_optimizers
     from ..sim.regularization import LambdaSchedule
-    from ..sim.train import LearningRate, seed_everything, train_one_epoch
-    from ..search.trainable import split_weights
+    from ..trial import Training, TrialSplits, epochs, split_weights, validate
 
     eager_optimizers()
     torch.set_num_threads(max(1, threads))
     train = recipe_train(base, config)
-    generator = seed_everything(seed)
-    model = build_model(train, info)
-    optimizer = torch.optim.Adam(model.parameters(), lr=train.lr)
-    split, val = DeviceSplit.from_arrays(data.train), DeviceSplit.from_arrays(data.val, items=train.val_items)
-    lambdas = LambdaSchedule.none(split.sequences.shape[1]).tensor()
-    rate = LearningRate.of(train.lr, train.lr_schedule, train.epochs, len(split), train.batch_size)
-    batches = math.ceil(len(split) / train.batch_size)
-    validation = Scoring.of(train, "val")
+    training = Training.start(train, info, seed)
+    splits = TrialSplits(data, train, info, torch.device("cpu"))
+    val = splits.val
+    lambdas = LambdaSchedule.none(splits.train.sequences.shape[1]).tensor()
     labels, weights = val.sequences.numpy(), split_weights(val)
     blind = ImageBlind(completed_sequences(data.train.sequences, data.train.observed_length), len(val),
                        info.num_classes).marginals()
     blind_share = item_influence(blind, labels, "ce", train.ece_bins, weights=weights)
-    for epoch in range(1, train.epochs + 1):
+    for result in epochs(training, splits.train, lambdas, train):
         t0 = time.perf_counter()
-        result = train_one_epoch(model, optimizer, split, lambdas, train.batch_size, generator, lr=rate,
-                                 step=(epoch - 1) * batches)
-        result["time/train_s"] = time.perf_counter() - t0
-        out = validation.evaluate(model, val, info.event, evaluation_generator(seed, epoch), per_entry=True)
+        out = validate(training.model, val, train, info, seed, result["epoch"])
         share = item_influence(out["probs"], labels, "ce", train.ece_bins, weights=weights)
-        result.update({"epoch": epoch, "epochs": train.epochs, METRIC: float(out["marginal/ce"]),
+        result.update({"epochs": train.epochs, METRIC: float(out["marginal/ce"]),
                        "val/auc": float(out["marginal/auc"]), "val/ece": float(out["marginal/ece"]),
                        "val/blind_ce": float(blind_share.sum()),
                        "val/ce_below_blind": float(blind_share.sum() - share.sum()),
                        "val/ce_below_blind_se": difference_se(share, blind_share),
-                       "time/epoch_s": time.perf_counter() - t0})
+                       "time/epoch_s": result["time/train_s"] + time.perf_counter() - t0})
         tune.report(result)
 
 
@@ -309,14 +298,9 @@ def _tracking_callback(tracker, base: TrainConfig, space: RecipeSpace):
     from ray.tune import Callback
 
     class RecipeTracking(Callback):
-        def _job(self, trial):
-            params = {k: trial.config[k] for k in space.dims}
-            spec = SimpleNamespace(trial_id=trial.trial_id, stage="recipe", family="none", source_trial=None,
-                                   schedule="none", params=params)
-            return SimpleNamespace(spec=spec, train=recipe_train(base, trial.config))
-
         def on_trial_start(self, iteration, trials, trial, **info):
-            tracker.start_trial(self._job(trial))
+            params = {"schedule": "none", **{k: trial.config[k] for k in space.dims}}
+            tracker.start_child(trial.trial_id, "recipe", "none", params, recipe_train(base, trial.config))
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             tracker.log_result(trial.trial_id, result)
@@ -325,8 +309,8 @@ def _tracking_callback(tracker, base: TrainConfig, space: RecipeSpace):
             last = trial.last_result or {}
             if last.get("epoch", 0) < trial.config.get("epochs", 0):
                 cut = "--trial-minutes" if last.get("time_total_s", 0) >= space.trial_minutes * 60 else "ASHA"
-                tracker.client.set_tag(tracker._children[trial.trial_id], "stopped_by",
-                                       f"{cut} at epoch {last.get('epoch')} of {trial.config.get('epochs')}")
+                tracker.tag_trial(trial.trial_id, "stopped_by",
+                                  f"{cut} at epoch {last.get('epoch')} of {trial.config.get('epochs')}")
             tracker.end_trial(trial.trial_id, failed=False)
 
         def on_trial_error(self, iteration, trials, trial, **info):

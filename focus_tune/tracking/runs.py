@@ -116,26 +116,33 @@ class Tracker:
         tags, the trial's tags, params (schedule summary, ``spec.params``, ``train.<field>``)
         and the dataset input of :meth:`log_dataset`."""
         spec = job.spec
-        run_id = self._children.get(spec.trial_id)
+        return self.start_child(spec.trial_id, spec.stage, spec.family, {"schedule": str(spec.schedule), **spec.params},
+                                job.train, spec.source_trial)
+
+    def start_child(self, trial_id: str, stage: str, family: str, params: dict, train,
+                    source_trial: str | None = None) -> str:
+        """:meth:`start_trial` from plain values (the recipe stage's trials, which are no
+        ``TrialJob``): the child run ``trial_id`` with the tags ``stage`` and ``family``, the
+        params ``params`` and ``train.<field>`` of the ``TrainConfig`` ``train``; returns its run id."""
+        run_id = self._children.get(trial_id)
         if run_id is None:
             tags = {
-                **self.context, "mlflow.parentRunId": self.parent_run_id, "trial_id": spec.trial_id,
-                "stage": spec.stage, "family": spec.family,
+                **self.context, "mlflow.parentRunId": self.parent_run_id, "trial_id": trial_id,
+                "stage": stage, "family": family,
             }
-            source_run = self._children.get(spec.source_trial) if spec.source_trial else None
-            if spec.source_trial:
-                tags["source_trial"] = spec.source_trial
+            source_run = self._children.get(source_trial) if source_trial else None
+            if source_trial:
+                tags["source_trial"] = source_trial
             if source_run:
                 tags["source_run"] = source_run
             # a retry must not make a second run: one that reached the server before its answer was lost counts
-            run_id = self.client.call(self.client.raw.create_run, self.experiment_id, run_name=spec.trial_id, tags=tags,
-                                      found=lambda: next(iter(self._child_runs(spec.trial_id)), None)).info.run_id
-            params = {"schedule": str(spec.schedule), **spec.params}
-            params.update({f"train.{k}": v for k, v in dataclasses.asdict(job.train).items()})
+            run_id = self.client.call(self.client.raw.create_run, self.experiment_id, run_name=trial_id, tags=tags,
+                                      found=lambda: next(iter(self._child_runs(trial_id)), None)).info.run_id
+            params = {**params, **{f"train.{k}": v for k, v in dataclasses.asdict(train).items()}}
             self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
             if source_run:  # a final that reuses a search trial's checkpoint: that training is its own
                 self._copy_history(source_run, run_id)
-            self._children[spec.trial_id] = run_id
+            self._children[trial_id] = run_id
         else:
             self.client.update_run(run_id, status="RUNNING")
         self._log_input(run_id)
@@ -176,6 +183,10 @@ class Tracker:
         run_id = self._child(trial_id)
         self.client.log_outputs(run_id, [LoggedModelOutput(model_id, step=0)])
         self.client.set_tag(run_id, MODEL_TAG, f"models:/{model_id}")
+
+    def tag_trial(self, trial_id: str, key: str, value: str) -> None:
+        """Set the tag ``key`` on the run of ``trial_id`` (e.g. the recipe stage's ``stopped_by``)."""
+        self.client.set_tag(self._children[trial_id], key, value)
 
     def note_retry(self, trial_id: str, failures: int, reason: str) -> None:
         """A trial that crashed and restarts from its last checkpoint stays one child run: its

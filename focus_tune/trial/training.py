@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 import torch
 
 from ..config.space import TrainConfig
+from ..errors import NonFiniteLoss
 from ..names import SELECT_KEYS
 from ..procedure.job import INFLUENCE_KEY, TrialJob, encode_influence
 from ..scoring.evaluation import Scoring, evaluation_generator
@@ -25,7 +26,7 @@ from ..scoring.metrics import item_influence
 from ..sim.device_split import DeviceSplit
 from ..sim.model import Simulator
 from ..sim.model_io import DataInfo, build_model
-from ..sim.train import LearningRate, NonFiniteLoss, seed_everything, train_one_epoch
+from ..sim.train import LearningRate, seed_everything, train_one_epoch
 from .checkpoint import checkpoint_state
 from .final import score_final, split_weights
 from .on_device import TrialSplits
