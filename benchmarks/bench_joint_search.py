@@ -35,7 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from focus_tune.config.space import SearchConfig, load_search_config, space_path  # noqa: E402
-from focus_tune.data.store import load_dataset  # noqa: E402
+from focus_tune.data.dataset_reader import load_dataset  # noqa: E402
 from focus_tune.errors import ConfigError  # noqa: E402
 from focus_tune.procedure.optuna_joint import JointOptuna, default_budget  # noqa: E402
 from focus_tune.procedure.plan import SearchPlan  # noqa: E402

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from focus_tune.data import ensure_dataset, load_dataset
-from focus_tune.scoring.baselines import TrueProcess, rao_blackwell
+from focus_tune.scoring.baselines import Oracle, rao_blackwell
 from focus_tune.scoring.metrics import sequence_metrics, signed_root
 from focus_tune.scoring.montecarlo import marginal_probs
 
@@ -73,7 +73,7 @@ def main() -> None:
         for split_name in args.splits:
             start = time.perf_counter()
             split = ds.split(split_name)
-            truth = TrueProcess(m, np.asarray(split.images), {k: np.asarray(v) for k, v in split.extras.items()})
+            truth = Oracle(m, np.asarray(split.images), {k: np.asarray(v) for k, v in split.extras.items()})
             labels = np.asarray(split.sequences)
             rng = np.random.default_rng([args.seed, len(labels)])
             samples, along = truth.draw(args.num_samples, rng)

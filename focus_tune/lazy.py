@@ -3,7 +3,7 @@
 A package ``__init__`` lists each public name with the module of the package that defines it
 and hands the list to :func:`exports`::
 
-    _HOME = {"load_dataset": "store", "ensure_dataset": "builtin.cache"}
+    _HOME = {"load_dataset": "dataset_reader", "ensure_dataset": "builtin.cache"}
     __all__ = sorted(_HOME)
     __getattr__, __dir__ = exports(__name__, _HOME, globals())
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from focus_tune.scoring.metrics import LABEL_SD_KEYS
@@ -11,7 +13,7 @@ from focus_tune.data import DatasetWriter, build_dataset, ensure_dataset, load_d
 from focus_tune.data.builtin import ale, facemed
 from focus_tune.scoring import baselines
 from focus_tune.scoring.baselines import (
-    ImageBayes, ImageBlind, Scoring, TrueProcess, has_image_bayes, has_oracle, oracle_samples,
+    ImageBayes, ImageBlind, Oracle, Scoring, has_image_bayes, has_oracle, oracle_samples,
     split_temperature_scaled, with_baselines)
 from focus_tune.scoring.montecarlo import marginal_probs
 
@@ -177,17 +179,28 @@ def test_no_oracle_without_a_true_process(tmp_path):
     assert "test/marginal/rmse" not in rows["image-blind"][0]
 
 
+def test_every_built_in_scenario_registers_its_true_process():
+    from focus_tune.data import BUILTIN_SCENARIOS, true_process
+    from focus_tune.data.builtin.process import register
+
+    assert all(true_process(s) is not None for s in BUILTIN_SCENARIOS)
+    assert true_process("hero") is true_process("roadrunner") is not true_process("facemed")  # one player process
+    assert true_process(None) is None and true_process("mine") is None  # one's own data
+    with pytest.raises(ValueError, match="has a true process already"):
+        register(object(), "facemed")
+
+
 def test_true_process_marginals_are_exact(hero_smoke, facemed_smoke):
     m, test = hero_smoke.manifest, hero_smoke.test
     idx = np.arange(3)
-    truth = TrueProcess(m, test.images[idx], {k: v[idx] for k, v in test.extras.items()})
+    truth = Oracle(m, test.images[idx], {k: v[idx] for k, v in test.extras.items()})
     np.testing.assert_allclose(truth.marginals(), test.exact_marginals[idx], atol=1e-6)  # stored as float32
     cond = truth.marginals(first=m.condition_class, items=np.array([1]))
     params = ale.params_from_manifest(test.images[1:2], m)
     np.testing.assert_allclose(cond[0], _player_conditional(params, m.condition_class), atol=1e-12)
     fm = facemed_smoke.manifest
     ages = np.array([30, 60, 85])
-    truth = TrueProcess(fm, np.zeros((3, *fm.image_shape), np.uint8), {"age": ages})
+    truth = Oracle(fm, np.zeros((3, *fm.image_shape), np.uint8), {"age": ages})
     np.testing.assert_allclose(truth.marginals(), facemed.exact_marginals_batch(ages, fm.length))
     given = truth.marginals(first=facemed.HEALTHY)
     p = np.array([1.0, 0.0, 0.0])
@@ -226,10 +239,10 @@ def test_age_posterior_is_calibrated_and_sharp():
     assert (looks == 0).any() and post[looks == 0][:, :5].sum(axis=1).min() > 0.9
 
 
-def test_image_bayes_samples_follow_the_posterior_mixture():
+def test_image_bayes_samples_follow_the_posterior_mixture(facemed_smoke):
     looks = np.array([0.0, 35.0, 62.0, 90.0])
     L, M = 30, 6000
-    bayes = ImageBayes(looks, L)
+    bayes = ImageBayes(replace(facemed_smoke.manifest, length=L), {"apparent_age": looks})
     s = bayes.sample(M, np.random.default_rng(3))
     post = facemed.age_posterior(looks)
     mixture = np.einsum("na,alc->nlc", post, facemed.exact_marginals_batch(np.arange(post.shape[1]), L))
@@ -312,10 +325,11 @@ def test_facemed_and_player_conditionals_follow_their_chains(hero_smoke):
 def test_rao_blackwellized_baselines_are_unbiased_and_less_noisy(facemed_smoke):
     m, test = facemed_smoke.manifest, facemed_smoke.test
     n, M, R = 6, 30, 40
-    truth = TrueProcess(m, np.asarray(test.images[:n]), {k: np.asarray(v[:n]) for k, v in test.extras.items()})
-    bayes = ImageBayes(np.asarray(test.extras["apparent_age"][:n]), m.length)
+    extras = {k: np.asarray(v[:n]) for k, v in test.extras.items()}
+    truth = Oracle(m, np.asarray(test.images[:n]), extras)
+    bayes = ImageBayes(m, extras)
     blind = ImageBlind(facemed_smoke.train.sequences, n, 3)
-    post = facemed.age_posterior(bayes.looks)
+    post = facemed.age_posterior(extras["apparent_age"])
     targets = {"oracle": (truth, truth.marginals()),
                "image-Bayes": (bayes, np.einsum("na,alc->nlc", post,
                                                 facemed.exact_marginals_batch(np.arange(post.shape[1]), m.length))),

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from focus_tune.data.sequences import censored_items, time_to_event as stored_time_to_event
-from focus_tune.data.store import Split
+from focus_tune.data.dataset_reader import Split
 from focus_tune.scoring import metrics, survival
 from focus_tune.scoring.evaluation import evaluate, score
 from focus_tune.scoring.montecarlo import Estimates

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from focus_tune import data
-from focus_tune.data import ensure_dataset, is_current, load_dataset, store
+from focus_tune.data import dataset_format, ensure_dataset, is_current, load_dataset, sequences
 from focus_tune.errors import DataError
 from focus_tune.scoring.metrics import rmse_per_entry, rmse_to_truth, sequence_metrics
 from focus_tune.scoring.montecarlo import time_to_event as sampled_time_to_event
@@ -56,7 +56,7 @@ def test_time_to_event_counts_from_one_in_samples_and_in_the_store():
     #   [0, 1, 0, 1, 0] -> no event within L: censored, T = L = 5
     seqs = np.array([[2, 0, 0, 0, 0], [0, 1, 2, 2, 2], [0, 0, 0, 0, 2], [0, 1, 0, 1, 0]])
     expected = [1, 3, 5, 5]
-    assert store.time_to_event(seqs, 2).tolist() == expected
+    assert sequences.time_to_event(seqs, 2).tolist() == expected
     assert data.time_to_event(seqs, 2).tolist() == expected
     # The Monte Carlo estimator: the same rows as M = 4 samples of one item.
     assert sampled_time_to_event(seqs[None], 2).tolist() == [expected]
@@ -73,12 +73,12 @@ def test_stored_time_to_event_uses_the_convention_and_is_verified(tmp_path):
     for seq, t in zip(s.sequences, s.time_to_event):
         dead = [i for i, y in enumerate(seq.tolist()) if y == ds.manifest.event_class]
         assert t == (dead[0] + 1 if dead else len(seq))
-    assert ds.manifest.format_version == store.FORMAT_VERSION == 2
+    assert ds.manifest.format_version == dataset_format.FORMAT_VERSION == 2
 
 
 def test_a_cache_of_the_old_format_is_rebuilt(tmp_path):
     folder = _facemed_smoke(tmp_path)
-    manifest = folder / store.MANIFEST
+    manifest = folder / dataset_format.MANIFEST
     raw = json.loads(manifest.read_text())
     raw["format_version"] = 1  # a dataset written before time_to_event counted from 1
     manifest.write_text(json.dumps(raw))

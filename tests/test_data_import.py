@@ -19,7 +19,7 @@ from PIL import Image
 from focus_tune.data import describe_dataset, load_dataset, read_manifest, write_dataset
 from focus_tune.data.__main__ import main
 from focus_tune.data.sequences import censored_items
-from focus_tune.data.store import sha256_file
+from focus_tune.data.dataset_format import sha256_file
 from focus_tune.errors import DataError
 
 H, W = 12, 20  # non-square on purpose

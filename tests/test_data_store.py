@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from focus_tune.data import DatasetWriter, ensure_dataset, load_dataset, time_to_event
-from focus_tune.data.store import sha256_file
+from focus_tune.data.dataset_format import sha256_file
 from focus_tune.errors import DataError
 
 SHAPE, L, CLASSES = (3, 4, 5), 6, ["a", "b", "c", "END"]

@@ -223,7 +223,7 @@ def test_the_unregularized_final_reports_its_grid_temperature():
     import dataclasses
 
     from focus_tune.config.space import load_search_config, space_path
-    from focus_tune.data.store import Split as StoredSplit
+    from focus_tune.data.dataset_reader import Split as StoredSplit
     from focus_tune.procedure.job import Splits
     from focus_tune.sim.model_io import DataInfo
     from focus_tune.scoring.temperature import GRID

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import os
 
-from .store import SPLITS, Dataset, Manifest, load_dataset
+from .dataset_format import SPLITS
+from .dataset_reader import Dataset, load_dataset
+from .manifest import Manifest
 
 
 def describe(manifest: Manifest) -> str:

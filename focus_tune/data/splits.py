@@ -10,7 +10,7 @@ import numpy as np
 
 from ..quote import short
 from ..errors import DataError
-from .store import SPLITS
+from .dataset_format import SPLITS
 
 SPLIT_FRACTIONS = (0.7, 0.2, 0.1)
 _SPLIT_TAG = 0x05E1F  # the split's random stream: [seed, tag]

@@ -70,7 +70,7 @@ LEAK_WARNING = 0.05  # above it, predict warns that the model does not keep the 
 def leak_warning(results: Sequence[dict], threshold: float = LEAK_WARNING) -> str | None:
     """One line when the model leaves the event after reaching it in more than ``threshold`` of
     the sampled sequences that reach it, for some image (None otherwise): the data's event is
-    absorbing (store.ONLY_EVENT_ABSORBING), so such draws are the model's behaviour, not the
+    absorbing (data.sequences.ONLY_EVENT_ABSORBING), so such draws are the model's behaviour, not the
     process's."""
     leaks = [(r["time_to_event"].get("leak"), r) for r in results]
     over = [(x, r) for x, r in leaks if x is not None and x > threshold]

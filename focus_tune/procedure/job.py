@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config.space import TrainConfig
-from ..data.store import Split
+from ..data.dataset_reader import Split
 from .trials import TrialSpec
 
 CONFIG_KEY = "job"  # the key of the TrialJob in a Tune trial's config
@@ -39,7 +39,7 @@ def decode_influence(text: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Splits:
-    """The dataset's three splits as every trial receives them (``focus_tune.data.store.Split``:
+    """The dataset's three splits as every trial receives them (``focus_tune.data.dataset_reader.Split``:
     numpy arrays, decoded once by the driver and shared through Ray's object store)."""
 
     train: "Split"

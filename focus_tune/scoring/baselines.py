@@ -26,11 +26,14 @@ baseline's numbers carry the same Monte Carlo noise as a model's:
 * ``temperature-scaled``: the unregularized final model with one temperature chosen on
   validation (no retraining; :mod:`focus_tune.scoring.temperature`; T = 1 unless another beats it by
   twice the noise), sampled in the trainable with the unscaled evaluation's uniforms.
+
+The oracle, image-Bayes and exact rows ask the dataset's scenario for its true process
+(:func:`focus_tune.data.true_process`, a ``data.builtin.process.ScenarioProcess`` that each
+built-in scenario registers) and know nothing of any one scenario themselves.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
@@ -235,9 +238,10 @@ def empirical_conditionals(sequences: np.ndarray, num_classes: int) -> np.ndarra
 
 
 @dataclass
-class TrueProcess(_Sampling):
-    """The data's own generator per test item: the player's chain of each frame or the
-    FaceMed chain from each subject's true age (:func:`has_oracle` says where it is known)."""
+class Oracle(_Sampling):
+    """The oracle row's predictor: the data's own generator per test item, the scenario's true
+    process (:func:`focus_tune.data.true_process`: the player's chain of each frame, the FaceMed
+    chain from each subject's true age; :func:`has_oracle` says where it is known)."""
 
     manifest: object
     images: np.ndarray
@@ -245,90 +249,65 @@ class TrueProcess(_Sampling):
 
     def draw(self, num_samples, rng, first=None, items=None):
         idx = np.arange(len(self.images)) if items is None else np.asarray(items)
-        samples = oracle_samples(self.manifest, self.images[idx], {k: v[idx] for k, v in self.extras.items()},
-                                 num_samples, rng, first=first)
-        if self.manifest.game == "facemed":
-            from ..data.builtin import facemed
-
-            ages = np.asarray(self.extras["age"], dtype=np.float64)[idx]
-            return samples, lambda rows: facemed.conditionals(samples[rows], np.repeat(ages[rows, None], num_samples, 1))
-        from ..data.builtin import ale
-
-        params = _player_params(self.manifest, self.images[idx], first)
-        return samples, lambda rows: ale.conditionals(params.take(np.arange(len(idx))[rows]), samples[rows])
+        images, extras = self.images[idx], {k: v[idx] for k, v in self.extras.items()}
+        samples = oracle_samples(self.manifest, images, extras, num_samples, rng, first=first)
+        process = _process(self.manifest)
+        chains = process.chains(self.manifest, images, extras, first)  # (n,): one chain per item
+        return samples, lambda rows: process.conditionals(chains.take(np.arange(len(idx))[rows]), samples[rows])
 
     def marginals(self, first: int | None = None, items: np.ndarray | None = None) -> np.ndarray:
         """The exact P(Y_i = a | x) [n, L, c], or given Y_1 = first (entry 1 then certain)."""
         idx = np.arange(len(self.images)) if items is None else np.asarray(items)
-        m, L = self.manifest, self.manifest.length
-        if m.game == "facemed":
-            from ..data.builtin import facemed
-
-            ages = np.asarray(self.extras["age"], dtype=np.float64)[idx]
-            if first is None:
-                return facemed.exact_marginals_batch(ages, L)
-            _check_facemed_condition(first)
-            rest = facemed.exact_marginals_batch(ages + 1, L - 1)  # the chain started healthy a year later
-            return np.concatenate([np.broadcast_to(np.eye(3)[first], (len(ages), 1, 3)), rest], axis=1)
-        from ..data.builtin import ale
-
-        return ale.exact_marginals(_player_params(m, self.images[idx], first))
+        process = _process(self.manifest)
+        chains = process.chains(self.manifest, self.images[idx], {k: v[idx] for k, v in self.extras.items()}, first)
+        return process.exact_marginals(chains)
 
 
 @dataclass
 class ImageBayes(_Sampling):
-    """FaceMed's best image-only predictor: the chain from an age drawn from its posterior
-    given the face's apparent age (procedural faces store it as ``apparent_age``)."""
+    """The best image-only predictor where an image shows its item's chain only in part: each
+    draw's chain drawn from its posterior given what the image shows, then a sequence from it
+    (the process's ``image_posterior_chains``; procedural FaceMed: an age given the face's
+    apparent age). :func:`has_image_bayes` says where it is known."""
 
-    looks: np.ndarray  # [N] apparent ages
-    length: int
-
-    def posterior(self, first: int | None, idx: np.ndarray) -> np.ndarray:
-        from ..data.builtin import facemed
-
-        post = facemed.age_posterior(self.looks[idx])  # (n, A)
-        if first is not None:  # seeing Y_1 = healthy also tells something of the age
-            _check_facemed_condition(first)
-            post = post * facemed.healthy_at_first(np.arange(post.shape[1]))[None, :]
-            post /= post.sum(axis=1, keepdims=True)
-        return post
+    manifest: object
+    extras: dict  # [N] each: what the images show (FaceMed: apparent_age)
 
     def draw(self, num_samples, rng, first=None, items=None):
-        from ..data.builtin import facemed
-
-        idx = np.arange(len(self.looks)) if items is None else np.asarray(items)
-        cdf = np.cumsum(self.posterior(first, idx), axis=1)  # (n, A)
-        u = rng.random((len(idx), num_samples))
-        ages = np.minimum((u[..., None] >= cdf[:, None, :]).sum(axis=2), cdf.shape[1] - 1).ravel()  # (n*M,)
-        if first is None:
-            seqs = facemed.sample_sequences(ages, self.length, rng)
-        else:
-            rest = facemed.sample_sequences(ages + 1.0, self.length - 1, rng)
-            seqs = np.concatenate([np.full((len(ages), 1), first), rest], axis=1)
-        samples = seqs.reshape(len(idx), num_samples, self.length)
-        ages = ages.reshape(len(idx), num_samples)  # each row's drawn age: its conditionals are the chain's at it
-        return samples, lambda rows: facemed.conditionals(samples[rows], ages[rows])
+        extras = self.extras if items is None else {k: v[np.asarray(items)] for k, v in self.extras.items()}
+        process = _process(self.manifest)
+        chains = process.image_posterior_chains(self.manifest, extras, num_samples, rng, first)  # (n*M,)
+        samples = process.sample_sequences(chains, rng).reshape(-1, num_samples, self.manifest.length)
+        return samples, _along_own_chains(process, chains, samples)
 
 
-def _check_facemed_condition(first: int) -> None:
-    from ..data.builtin import facemed
+def _along_own_chains(process, chains, samples: np.ndarray) -> Callable[[slice], np.ndarray]:
+    """The conditionals of draws that each have a chain of their own (chains [n*M], item by item;
+    samples [n, M, L]): ``along(rows)`` -> [k, M, L, c], each draw a chain with one sequence."""
+    n, M, L = samples.shape
+    own = np.arange(n * M).reshape(n, M)  # (n, M): each draw's chain
 
-    if first != facemed.HEALTHY:
-        raise ValueError(f"the FaceMed chain conditions on Y_1 = healthy only, not class {first}")
+    def along(rows):
+        seqs = samples[rows]
+        return process.conditionals(chains.take(own[rows].ravel()), seqs.reshape(-1, 1, L)).reshape(*seqs.shape, -1)
+
+    return along
 
 
-def _player_params(manifest, images, first: int | None):
-    """The player's chain of each frame, with Y_1 = first forced (a sure first action, no END at entry 1)."""
-    from ..data.builtin import ale
+def _true_process(manifest):
+    """The true process of the dataset's scenario (``data.builtin.process.ScenarioProcess``), None
+    for one's own data."""
+    from ..data import true_process
 
-    params = ale.params_from_manifest(np.asarray(images), manifest)
-    if first is None:
-        return params
-    if not 0 <= first < ale.END:
-        raise ValueError(f"the player oracle conditions on an action in [0, {ale.END}), not class {first}")
-    hazard = params.hazard.copy()
-    hazard[:, 0] = 0.0  # Y_1 is the action, not END
-    return dataclasses.replace(params, first=np.eye(ale.END)[np.full(len(hazard), first)], hazard=hazard)
+    return true_process(manifest.game)
+
+
+def _process(manifest):
+    """:func:`_true_process`, which the caller needs: a ValueError for one's own data."""
+    process = _true_process(manifest)
+    if process is None:
+        raise ValueError(f"{manifest.scenario!r} is not a built-in scenario: its true process is unknown")
+    return process
 
 
 # ----------------------------------------------------------------------------- oracle
@@ -336,14 +315,14 @@ def _player_params(manifest, images, first: int | None):
 
 def has_oracle(manifest, split) -> bool:
     """Whether the dataset's true process is known: a built Atari dataset (player model) or FaceMed with ages."""
-    if manifest.game == "facemed":
-        return "age" in split.extras
-    return "player_model" in manifest.details
+    process = _true_process(manifest)
+    return process is not None and process.known(manifest, split.extras)
 
 
 def has_image_bayes(manifest, split) -> bool:
     """Whether the best image-only predictor is known: procedural FaceMed, which stores each face's apparent age."""
-    return manifest.game == "facemed" and "apparent_age" in split.extras
+    process = _true_process(manifest)
+    return process is not None and process.image_posterior_known(manifest, split.extras)
 
 
 def oracle_samples(manifest, images, extras: dict, num_samples: int, rng: np.random.Generator,
@@ -356,30 +335,15 @@ def oracle_samples(manifest, images, extras: dict, num_samples: int, rng: np.ran
     from the subject's age; Y_1 = healthy is the chain started healthy one year later.
     ``chunk`` items at a time bound the memory.
     """
+    process = _process(manifest)
     L, n = manifest.length, len(images)
     out = np.empty((n, num_samples, L), dtype=np.int64)
     for a in range(0, n, chunk):
         idx = np.arange(a, min(a + chunk, n))
-        out[idx] = _oracle_chunk(manifest, images[idx], {k: v[idx] for k, v in extras.items()},
-                                 num_samples, rng, first).reshape(len(idx), num_samples, L)
+        chains = process.chains(manifest, images[idx], {k: v[idx] for k, v in extras.items()}, first)
+        each = chains.take(np.repeat(np.arange(len(idx)), num_samples))  # (k*M,): M draws per item, item by item
+        out[idx] = process.sample_sequences(each, rng).reshape(len(idx), num_samples, L)
     return out
-
-
-def _oracle_chunk(manifest, images, extras, M, rng, first):
-    L = manifest.length
-    if manifest.game == "facemed":
-        from ..data.builtin import facemed
-
-        ages = np.repeat(np.asarray(extras["age"], dtype=np.float64), M)
-        if first is None:
-            return facemed.sample_sequences(ages, L, rng)
-        _check_facemed_condition(first)
-        rest = facemed.sample_sequences(ages + 1, L - 1, rng)
-        return np.concatenate([np.full((len(ages), 1), facemed.HEALTHY), rest], axis=1)
-    from ..data.builtin import ale
-
-    params = _player_params(manifest, images, first)
-    return ale.sample_sequences(params.take(np.repeat(np.arange(len(images)), M)), rng)
 
 
 # ----------------------------------------------------------------------------- report rows
@@ -437,9 +401,9 @@ def baseline_rows(dataset, scoring: Scoring, seeds: Sequence[int]) -> dict[str, 
                                                         _SEED_TAGS[IMAGE_BLIND]),
                                    IMAGE_BAYES: [], ORACLE: [], EXACT: []}
     if has_image_bayes(m, test):
-        rows[IMAGE_BAYES] = sampled(ImageBayes(extras["apparent_age"], m.length), _SEED_TAGS[IMAGE_BAYES])
+        rows[IMAGE_BAYES] = sampled(ImageBayes(m, extras), _SEED_TAGS[IMAGE_BAYES])
     if has_oracle(m, test):
-        truth = TrueProcess(m, np.asarray(test.images[:n]), extras)
+        truth = Oracle(m, np.asarray(test.images[:n]), extras)
         rows[ORACLE] = sampled(truth, _SEED_TAGS[ORACLE])
         cond_exact = None if keep is None else truth.marginals(first=cond, items=keep)[:, 1:]
         exact_probs = truth.marginals()

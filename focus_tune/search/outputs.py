@@ -16,7 +16,8 @@ from ..sim.model_io import DataInfo
 
 if TYPE_CHECKING:  # types only: the modules behind them are imported where they are used
     from ..config.space import SearchConfig
-    from ..data.store import Dataset, Manifest
+    from ..data.dataset_reader import Dataset
+    from ..data.manifest import Manifest
     from ..procedure.plan import SearchPlan, StageWinner
     from ..report.writer import Report
     from ..procedure.state import SearchState

@@ -18,7 +18,7 @@ class DeviceSplit:
 
     images: uint8 [N, C, H, W]; sequences: long [N, L]; time_to_event: long [N];
     exact_marginals: float [N, L, c] or None (only where the data has ground truth).
-    Right-censored data (``focus_tune.data.store.Split.observed_length``): observed, bool
+    Right-censored data (``focus_tune.data.dataset_reader.Split.observed_length``): observed, bool
     [N, L] on the device, which entries are observed (a prefix of each item; the sequence
     after it is filler), and censored, numpy bool [N], the items whose time to event is only
     known to exceed ``time_to_event``. Both None when every entry of every item is observed.

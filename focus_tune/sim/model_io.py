@@ -53,7 +53,7 @@ class DataInfo:
 
     @classmethod
     def of(cls, manifest) -> "DataInfo":
-        """From a dataset's manifest (``focus_tune.data.store.Manifest``)."""
+        """From a dataset's manifest (``focus_tune.data.manifest.Manifest``)."""
         return cls(manifest.num_classes, manifest.event_class, manifest.condition_class, manifest.image_shape[0],
                    manifest.game)
 

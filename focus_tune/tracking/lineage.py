@@ -56,7 +56,7 @@ def manifest_digest(manifest) -> str:
 
 
 def dataset_entity(manifest, path) -> Dataset:
-    """The MLflow dataset of a dataset folder (``focus_tune.data.store.Manifest`` + its folder):
+    """The MLflow dataset of a dataset folder (``focus_tune.data.manifest.Manifest`` + its folder):
     name ``manifest.name``, the manifest digest, the folder as a local source, a tensor schema
     (images uint8 [-1, C, H, W], sequences int8 [-1, L]) and a profile (split sizes, L,
     classes, image shape, generator)."""

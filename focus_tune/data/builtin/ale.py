@@ -28,17 +28,21 @@ frame (`frame_features`): where the salient pixels are (cx, cy), how much is on 
 the paper's mean length (`DatasetSpec.mean_length_target`). The chain is Markov in the
 previous action given x, so `exact_marginals` computes P(Y_i = a | x) by forward
 recursion; P(T < i | x) is the END column, the exact time-to-event distribution.
+`PlayerProcess` is the chain as the report's reference rows use it (`process.ScenarioProcess`),
+registered for every game.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from ..dataset_writer import DatasetWriter
 from ..images import resize_rgb
-from ..store import DatasetWriter
+from ..manifest import Manifest
+from .process import ScenarioProcess, register
 from .profiles import ATARI_GAMES, FRAME_STRIDE, DatasetSpec
 
 ALE_ACTIONS = [
@@ -254,6 +258,48 @@ def sample_sequences(params: PlayerParams, rng: np.random.Generator) -> np.ndarr
             action = np.where(u[1] < params.stick, action, _draw(switch_cdf, u[2]))
         out[alive, i] = action[alive]
     return out
+
+
+class PlayerProcess(ScenarioProcess):
+    """The Atari games' true process (``process.ScenarioProcess``): the player's chain of each
+    frame, from a built dataset's manifest (``params_from_manifest``); an imported one
+    (Atari-HEAD, human play) has none. The frame fixes the chain, so the oracle is also the
+    best image-only predictor: there is no image posterior."""
+
+    def known(self, manifest: Manifest, extras: dict[str, np.ndarray]) -> bool:
+        return "player_model" in manifest.details
+
+    def chains(self, manifest: Manifest, images: np.ndarray, extras: dict[str, np.ndarray],
+               first: int | None = None) -> PlayerParams:
+        """The player's chain of each frame, with Y_1 = first forced (a sure first action, no END at entry 1)."""
+        params = params_from_manifest(np.asarray(images), manifest)
+        if first is None:
+            return params
+        if not 0 <= first < END:
+            raise ValueError(f"the player oracle conditions on an action in [0, {END}), not class {first}")
+        hazard = params.hazard.copy()
+        hazard[:, 0] = 0.0  # Y_1 is the action, not END
+        return replace(params, first=np.eye(END)[np.full(len(hazard), first)], hazard=hazard)
+
+    def sample_sequences(self, chains: PlayerParams, rng: np.random.Generator) -> np.ndarray:
+        return sample_sequences(chains, rng)
+
+    def conditionals(self, chains: PlayerParams, sequences: np.ndarray) -> np.ndarray:
+        return conditionals(chains, sequences)
+
+    def exact_marginals(self, chains: PlayerParams) -> np.ndarray:
+        return exact_marginals(chains)
+
+    def image_posterior_known(self, manifest: Manifest, extras: dict[str, np.ndarray]) -> bool:
+        return False
+
+    def image_posterior_chains(self, manifest: Manifest, extras: dict[str, np.ndarray], num_samples: int,
+                               rng: np.random.Generator, first: int | None = None) -> PlayerParams:
+        raise ValueError("the frame fixes the player's chain: there is no image posterior (the oracle is "
+                         "the best image-only predictor)")
+
+
+register(PlayerProcess(), *ATARI_GAMES)  # one process: each game's player is in its dataset's manifest
 
 
 class FrameCollector:

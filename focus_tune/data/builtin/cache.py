@@ -1,5 +1,6 @@
 """The built-in datasets: build one, cache it under a root per (scenario, profile, seed), and what
-the report needs to know of a built-in scenario (its generator's version, FaceMed's age groups)."""
+the report needs to know of a built-in scenario (its generator's version, FaceMed's age groups,
+its true process)."""
 from __future__ import annotations
 
 import os
@@ -7,7 +8,8 @@ import shutil
 from pathlib import Path
 
 from ...errors import DataError
-from ..store import read_manifest
+from ..manifest import read_manifest
+from .process import ScenarioProcess, registered
 from .profiles import FACEMED, get_spec
 
 
@@ -20,6 +22,14 @@ def evaluation_groups(extras: dict, scenario: str | None) -> dict:
 
         return age_bands(extras["age"])
     return {}
+
+
+def true_process(scenario: str | None) -> ScenarioProcess | None:
+    """The true process of a built-in scenario (``process.ScenarioProcess``): what the report's
+    oracle, image-Bayes and exact rows draw from; None for any other name (one's own data)."""
+    from . import ale, facemed  # noqa: F401  (each registers its process as it is imported)
+
+    return registered(scenario)
 
 
 def generator_version(scenario: str) -> str:

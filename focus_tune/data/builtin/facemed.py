@@ -10,21 +10,25 @@ Y_{i-1} by the transition for the subject's age at entry i-1, `age + i - 1`:
     dead             absorbing (sequences of those who die are padded with dead)
 
 Ages are whole years. Images come from the procedural generator in `faces.py` (the
-default) or from a UTKFace folder (`import_utkface`).
+default) or from a UTKFace folder (`import_utkface`). `FaceMedProcess` is the chain as the
+report's reference rows use it (`process.ScenarioProcess`), registered for FaceMed.
 """
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
+from ..dataset_writer import DatasetWriter
 from ..images import load_rgb_resized
-from ..store import DatasetWriter
+from ..manifest import Manifest
 from .faces import APPARENT_LOG_SD, APPARENT_MAX, APPARENT_SD, apparent_age, render_looks
-from .profiles import DatasetSpec, get_spec
+from .process import ScenarioProcess, register
+from .profiles import FACEMED, DatasetSpec, get_spec
 
 HEALTHY, ILL, DEAD = 0, 1, 2
 CLASS_NAMES = ["healthy", "ill", "dead"]
@@ -166,6 +170,81 @@ def age_posterior(looks: np.ndarray, grid: int = 241, chunk: int = 256) -> np.nd
 def healthy_at_first(ages: np.ndarray) -> np.ndarray:
     """P(Y_1 = healthy | age): ages [N] -> float64 [N] (the condition of the conditional metrics)."""
     return exact_marginals_batch(np.asarray(ages, dtype=np.float64), 1)[:, 0, HEALTHY]
+
+
+# ----------------------------------------------------------------------------- the true process
+
+
+@dataclass(frozen=True)
+class AgeChains:
+    """FaceMed's chains of n subjects (``process.Chains``): each from its age at the image.
+
+    ages float64 [n]; length L; first: None, or HEALTHY for the chain given Y_1 = healthy (the
+    chain started healthy a year later, entry 1 certain).
+    """
+
+    ages: np.ndarray
+    length: int
+    first: int | None = None
+
+    def take(self, index: np.ndarray) -> "AgeChains":
+        return AgeChains(self.ages[index], self.length, self.first)
+
+
+def _check_first(first: int | None) -> None:
+    if first is not None and first != HEALTHY:
+        raise ValueError(f"the FaceMed chain conditions on Y_1 = healthy only, not class {first}")
+
+
+class FaceMedProcess(ScenarioProcess):
+    """FaceMed's true process (``process.ScenarioProcess``): the chain from each subject's age,
+    stored as the extra ``age``; procedural faces also store what the face shows of it
+    (``apparent_age``), from which ``age_posterior`` gives the best image-only predictor."""
+
+    def known(self, manifest: Manifest, extras: dict[str, np.ndarray]) -> bool:
+        return "age" in extras
+
+    def chains(self, manifest: Manifest, images: np.ndarray, extras: dict[str, np.ndarray],
+               first: int | None = None) -> AgeChains:
+        _check_first(first)
+        return AgeChains(np.asarray(extras["age"], dtype=np.float64), manifest.length, first)
+
+    def sample_sequences(self, chains: AgeChains, rng: np.random.Generator) -> np.ndarray:
+        if chains.first is None:
+            return sample_sequences(chains.ages, chains.length, rng)
+        rest = sample_sequences(chains.ages + 1, chains.length - 1, rng)  # the chain started healthy a year later
+        return np.concatenate([np.full((len(chains.ages), 1), chains.first), rest], axis=1)
+
+    def conditionals(self, chains: AgeChains, sequences: np.ndarray) -> np.ndarray:
+        seqs = np.asarray(sequences)  # (n, M, L): every draw of a subject from its age
+        return conditionals(seqs, np.repeat(chains.ages[:, None], seqs.shape[1], 1))
+
+    def exact_marginals(self, chains: AgeChains) -> np.ndarray:
+        if chains.first is None:
+            return exact_marginals_batch(chains.ages, chains.length)
+        rest = exact_marginals_batch(chains.ages + 1, chains.length - 1)  # the chain started healthy a year later
+        certain = np.broadcast_to(np.eye(3)[chains.first], (len(chains.ages), 1, 3))
+        return np.concatenate([certain, rest], axis=1)
+
+    def image_posterior_known(self, manifest: Manifest, extras: dict[str, np.ndarray]) -> bool:
+        return "apparent_age" in extras
+
+    def image_posterior_chains(self, manifest: Manifest, extras: dict[str, np.ndarray], num_samples: int,
+                               rng: np.random.Generator, first: int | None = None) -> AgeChains:
+        """M ages per subject from the posterior given its apparent age (``age_posterior``),
+        drawn by inverting its CDF with one uniform each: n * M chains, subject by subject."""
+        post = age_posterior(extras["apparent_age"])  # (n, A)
+        if first is not None:  # seeing Y_1 = healthy also tells something of the age
+            _check_first(first)
+            post = post * healthy_at_first(np.arange(post.shape[1]))[None, :]
+            post /= post.sum(axis=1, keepdims=True)
+        cdf = np.cumsum(post, axis=1)  # (n, A)
+        u = rng.random((len(cdf), num_samples))
+        ages = np.minimum((u[..., None] >= cdf[:, None, :]).sum(axis=2), cdf.shape[1] - 1).ravel()  # (n*M,)
+        return AgeChains(ages.astype(np.float64), manifest.length, first)
+
+
+register(FaceMedProcess(), FACEMED)
 
 
 def build_facemed(spec: DatasetSpec, out_dir: str | os.PathLike, seed: int = 0,

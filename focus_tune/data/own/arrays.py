@@ -9,7 +9,7 @@ import numpy as np
 
 from ...quote import short
 from ...errors import DataError
-from ..store import STANDARD_COLUMNS
+from ..dataset_format import STANDARD_COLUMNS
 from .write import check_out, default_name, file_info, write_core
 
 def _text_values(array: np.ndarray, path: Path, key: str) -> list[str]:

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from ...quote import short
+from ..dataset_format import STANDARD_COLUMNS
 from ..sequences import CONDITION_NOT_EVENT, UNOBSERVED
 from ..splits import assign_splits
 from ...errors import DataError
-from ..store import STANDARD_COLUMNS
 from .write import (check_absorbing, check_classes, check_length, check_out, complete_sequences, default_name,
                     file_info, write_core)
 

@@ -27,11 +27,13 @@ import numpy as np
 from ...names import SCENARIO_NAME
 from ...quote import short
 from ..builtin.profiles import BUILTIN_SCENARIOS
+from ..dataset_format import SPLITS, STANDARD_COLUMNS, sha256_file
+from ..dataset_writer import DatasetWriter
+from ..folder_guard import check_replaceable
 from ..sequences import (CENSOR_INSTEAD, CONDITION_NOT_EVENT, ONLY_EVENT_ABSORBING, UNOBSERVED, censored_items,
                          observed_prefix)
 from ..splits import assign_splits
 from ...errors import DataError
-from ..store import SPLITS, STANDARD_COLUMNS, DatasetWriter, _check_replaceable, sha256_file
 
 MAX_NAME = 64  # the search's limit on a scenario's name (names.SCENARIO_NAME)
 MIN_LENGTH = 2  # a search's schedule needs two entries (config.generic)
@@ -185,7 +187,7 @@ def check_out(out: str | os.PathLike, flag: str = "--out") -> Path:
     if absolute == cwd or absolute in cwd.parents or absolute.parent == absolute:
         raise DataError(f"{flag} {given}: the current folder or one above it; the dataset is written as a new "
                         f"folder: give its name (e.g. {flag} data/mine)")
-    _check_replaceable(path)
+    check_replaceable(path)
     parent = absolute.parent
     while not os.path.lexists(parent) and parent.parent != parent:
         parent = parent.parent
@@ -201,7 +203,7 @@ def default_name(out: Path, name: str | None, flag: str) -> str:
     return check_name(out.resolve().name, "the output folder's name")
 
 def check_absorbing(absorbing: Sequence[int], event: int, classes: list[str], flag: str) -> None:
-    """Only the event may be absorbing (store.ONLY_EVENT_ABSORBING says why); DataError naming
+    """Only the event may be absorbing (sequences.ONLY_EVENT_ABSORBING says why); DataError naming
     the other classes and what to do instead."""
     others = [classes[a] for a in sorted(set(absorbing)) if a != event]
     if others:
