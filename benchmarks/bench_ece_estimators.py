@@ -45,7 +45,7 @@ import numpy as np
 from scipy.stats import norm
 
 from focus_tune.data import ensure_dataset, load_dataset
-from focus_tune.scoring.metrics import _bin_ids, _ece_debiased_columns
+from focus_tune.scoring.metrics import _bin_ids, _calibration
 
 L1 = ("paper", "kumar_l1", "sweep_l1")
 L2 = ("plug_l2", "kumar_l2", "l2+spread")
@@ -124,7 +124,7 @@ def estimators(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, 
     out = {k: (np.where(filled, v, 0).sum(-1) / filled.sum(-1)).mean(-1) for k, v in per_bin.items()}
     out["sweep_l1"] = sweep_l1(conf, correct).mean(-1)
     # kumar_l2 + v_b / (n_b - 1): the library's own code, so these rows are ece_debiased's.
-    out["l2+spread"] = np.array([_ece_debiased_columns(conf, c, n_bins).mean() for c in correct])
+    out["l2+spread"] = np.array([_calibration(conf, c, n_bins)[1].mean() for c in correct])
     return out
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focus_tune.scoring.metrics import _ece_debiased_columns, crps, interval_metrics, sequence_metrics
+from focus_tune.scoring.metrics import _calibration, crps, interval_metrics, sequence_metrics
 from focus_tune.scoring.montecarlo import interval, time_pmf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' naive references
@@ -43,7 +43,7 @@ def new_metrics(probs: np.ndarray, labels: np.ndarray, M: int, rng) -> float:
     cases = {
         "ece_debiased_squared (per entry, bin by bin)": (
             lambda: np.array([naive_ece_debiased_squared(probs[:, i], labels[:, i]) for i in range(L)]),
-            lambda: _ece_debiased_columns(conf, correct, 10),
+            lambda: _calibration(conf, correct, 10)[1],
         ),
         "overconfidence (item by item)": (
             lambda: np.array([naive_overconfidence(probs[:, i], labels[:, i]) for i in range(L)]),

@@ -67,16 +67,21 @@ Metrics beyond the paper's, so that a calibration or interval number can be trus
   Censoring at L (``time_to_event``) is mass at t = L on both sides; F(L) = 1, so the
   k = L term is 0.
 
-Right-censored data (an ``observed`` mask [N, L] and ``censored`` items [N]; docs/METRICS.md,
-"Censored items"): the entry-level metrics of entry i are over the items observed at i (a
-loop over entries), and the time-to-event metrics are means weighted by the inverse
-probability of censoring (:func:`ipcw_weights`). Without them (None) every function runs
-the vectorized code above, unchanged.
+Right-censored data (docs/METRICS.md, "Censored items"): each entry-level metric has one
+weighted implementation, entry by entry, and a fast path where every weight is 1, the
+vectorized code above (:class:`_Weights`). The scores use inverse probability of censoring
+``weights`` [N, L] (weighted Hajek estimates of the value on the full labels); an
+``observed`` mask [N, L] is the 0/1 weight whose 0 leaves an item out of that entry
+altogether, so each entry is the fast path over its observed items. Without them, with
+weights that are all 1 or a mask that is all True, every function runs the vectorized code,
+the same numbers bit for bit. The time-to-event metrics of ``censored`` items [N] are means
+weighted by the inverse probability of censoring (:func:`ipcw_weights`).
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -102,62 +107,6 @@ def _check_probs_labels(probs: np.ndarray, labels: np.ndarray, ndim: int) -> tup
     return probs, labels
 
 
-def _bin_ids(conf: np.ndarray, n_bins: int) -> np.ndarray:
-    """Equal-mass bin of every confidence, per column: conf [N, L] -> [N, L] ints in [0, n_bins)."""
-    edges = np.quantile(conf, np.arange(1, n_bins) / n_bins, axis=0)  # (B-1, L)
-    # Bin of a confidence = how many edges lie strictly below it: (Q_{b-1}, Q_b] -> b.
-    return (conf[:, :, None] > edges.T[None, :, :]).sum(axis=2)
-
-
-def _binned(conf: np.ndarray, correct: np.ndarray, n_bins: int, squares: bool = False):
-    """Quantile-bin confidences per column. conf, correct: [N, L].
-
-    Returns (count, sum_conf, sum_correct), each [L, n_bins], and with ``squares`` also the
-    per-bin sum of conf^2 (for the within-bin spread of :func:`_ece_debiased_columns`).
-    """
-    N, L = conf.shape
-    bins = _bin_ids(conf, n_bins)
-    flat = (np.arange(L)[None, :] * n_bins + bins).ravel()
-    size = L * n_bins
-
-    def total(weights=None):
-        w = None if weights is None else weights.ravel()
-        return np.bincount(flat, weights=w, minlength=size).reshape(L, n_bins)
-
-    sums = (total(), total(conf), total(correct))
-    return (*sums, total(conf * conf)) if squares else sums
-
-
-def _ece_columns(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> np.ndarray:
-    count, sum_conf, sum_corr = _binned(conf, correct, n_bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        gap = np.abs(sum_corr - sum_conf) / count  # |accuracy - mean confidence| per bin
-    filled = count > 0
-    return np.where(filled, gap, 0.0).sum(axis=1) / filled.sum(axis=1)
-
-
-def ece(probs, labels, n_bins: int = 10) -> float:
-    """Confidence ECE with equal-mass (quantile) bins.  probs [N, c], labels [N]."""
-    probs, labels = _check_probs_labels(probs, labels, 2)
-    conf = probs.max(axis=1)
-    correct = (probs.argmax(axis=1) == labels).astype(np.float64)
-    return float(_ece_columns(conf[:, None], correct[:, None], n_bins)[0])
-
-
-def sequence_ece(probs, labels, n_bins: int = 10, observed=None, weights=None) -> float:
-    """The sequence-level ECE of :func:`sequence_metrics` alone (the mean over entries of the
-    entry-level :func:`ece`): probs [N, L, c], labels [N, L]; ``observed`` bool [N, L] or
-    ``weights`` float [N, L] as in :func:`sequence_metrics`."""
-    probs, labels = _check_probs_labels(probs, labels, 3)
-    conf = probs.max(axis=2)
-    correct = (probs.argmax(axis=2) == labels).astype(np.float64)
-    if weights is not None:
-        return _weighted_sequence_ece(conf, correct, _check_weights(weights, labels), n_bins)[0]
-    if observed is not None:
-        return _mean_over_entries(_masked_columns(_ece_columns, conf, correct, _check_observed(observed, labels), n_bins))
-    return float(_ece_columns(conf, correct, n_bins).mean())
-
-
 def _check_observed(observed, labels: np.ndarray) -> np.ndarray:
     """bool [N, L] mask of the observed (item, entry) pairs, the shape of ``labels``."""
     observed = np.asarray(observed)
@@ -165,34 +114,6 @@ def _check_observed(observed, labels: np.ndarray) -> np.ndarray:
         raise ValueError(f"observed must be a bool mask of the labels' shape {labels.shape}, "
                          f"got {observed.dtype} {observed.shape}")
     return observed
-
-
-def _masked_columns(columns, conf: np.ndarray, correct: np.ndarray, observed: np.ndarray, n_bins: int) -> np.ndarray:
-    """``columns(conf, correct, n_bins)`` of each entry over its observed items alone: [L],
-    NaN where an entry has none (conf, correct, observed: [N, L])."""
-    out = np.full(conf.shape[1], np.nan)
-    for i in np.flatnonzero(observed.any(axis=0)):
-        rows = observed[:, i]
-        out[i] = columns(conf[rows, i : i + 1], correct[rows, i : i + 1], n_bins)[0]
-    return out
-
-
-def _weighted_sequence_ece(conf: np.ndarray, correct: np.ndarray, weights: np.ndarray, n_bins: int) -> tuple[float, float]:
-    """(ECE, debiased squared ECE) of the sequence under weights [N, L]: the means over the
-    entries with weight of :func:`_weighted_ece_entry`; NaN when the positivity check blocks an
-    entry (NaN weights)."""
-    if np.isnan(weights).any():
-        return float("nan"), float("nan")
-    values = np.array([_weighted_ece_entry(conf[:, i], correct[:, i], weights[:, i], n_bins)
-                       for i in range(conf.shape[1])])
-    return _mean_over_entries(values[:, 0]), _mean_over_entries(values[:, 1])
-
-
-def _mean_over_entries(values: np.ndarray) -> float:
-    """The sequence-level value of masked entry-level ones: the mean over the entries that
-    have observed items (the others are NaN); NaN when none has."""
-    kept = values[~np.isnan(values)]
-    return float(kept.mean()) if len(kept) else float("nan")
 
 
 def _check_weights(weights, labels: np.ndarray) -> np.ndarray:
@@ -206,136 +127,201 @@ def _check_weights(weights, labels: np.ndarray) -> np.ndarray:
     return weights
 
 
-def _weighted_bins(conf: np.ndarray, correct: np.ndarray, w: np.ndarray, n_bins: int):
-    """One entry's bins under weights: conf, correct, w [N] -> (bin of every item [N], weight
-    W_b, sum w conf, sum w correct, sum w conf^2, sum w^2), each [n_bins] after the first.
-
-    The bins are the :func:`ece` bins of *every* item's confidence (the predictions exist for
-    all items; only some labels are unknown), so they are the bins of the full labels; the
-    per-bin sums are over the weighted (observed) items."""
-    bins = _bin_ids(conf[:, None], n_bins)[:, 0]
-
-    def total(x):
-        return np.bincount(bins, weights=x, minlength=n_bins)
-
-    cw = w * conf
-    return bins, total(w), total(cw), total(w * correct), total(cw * conf), total(w * w)
+# ----------------------------------------------------------------------------- weights
 
 
-def _weighted_ece_entry(conf: np.ndarray, correct: np.ndarray, w: np.ndarray, n_bins: int) -> tuple[float, float]:
-    """(ECE, debiased squared ECE) of one entry under weights w [N] (> 0: observed): per bin the
-    Hajek means a = sum w correct / sum w and m = sum w conf / sum w; the ECE is the mean over
-    the bins with weight of |a - m|. The debiased value subtracts (a (1 - a) - v) / (n - 1)
-    as :func:`_ece_debiased_columns` does, with v the weighted variance of the confidences
-    and n Kish's effective number of the bin, (sum w)^2 / sum w^2 (the variance of a Hajek
-    mean of independent labels is about that of n items); unit weights give the unweighted
-    values."""
-    _, W, Sc, Sa, Sc2, W2 = _weighted_bins(conf, correct, w, n_bins)
-    filled = W > 0
-    if not filled.any():
-        return float("nan"), float("nan")
-    Wf = np.where(filled, W, 1.0)
-    acc, mean_conf = Sa / Wf, Sc / Wf
-    gap = np.abs(Sa - Sc) / Wf
-    spread = np.maximum(Sc2 / Wf - mean_conf**2, 0.0)
-    n = np.where(filled, W * W / np.where(filled, W2, 1.0), 1.0)
-    var_acc = np.where(n > 1, (acc * (1 - acc) - spread) / np.maximum(n - 1, 1e-300), mean_conf * (1 - mean_conf))
-    value = (acc - mean_conf) ** 2 - var_acc
-    k = filled.sum()
-    return float(np.where(filled, gap, 0.0).sum() / k), float(np.where(filled, value, 0.0).sum() / k)
+@dataclass(frozen=True)
+class _Weights:
+    """How the items count at each entry: the one reading of ``observed=`` and ``weights=``.
+
+    Every entry-level metric has one weighted implementation and a fast path for weights that
+    are all 1 (every entry at once, vectorized). IPCW ``weights`` (float [N, L] >= 0; NaN: the
+    positivity check) take the weighted one, entry by entry: every item's prediction stays in
+    the ECE's bins (the bins of the full labels) and its label weighs w. A mask (``observed``,
+    bool [N, L]) is the 0/1 weight whose 0 leaves the item out of the entry altogether, its
+    prediction too: what is left weighs 1, so each entry takes the fast path over its observed
+    rows. No mask or weights, weights that are all 1 and a mask that is all True are the fast
+    path over every entry: the same numbers bit for bit.
+    """
+
+    observed: np.ndarray | None = None  # bool [N, L]
+    weights: np.ndarray | None = None  # float64 [N, L]
+
+    @classmethod
+    def of(cls, labels: np.ndarray, observed=None, weights=None) -> "_Weights":
+        """From a metric's ``observed`` and ``weights`` arguments, checked (``weights`` take precedence)."""
+        if weights is not None:
+            weights = _check_weights(weights, labels)
+            return cls() if (weights == 1).all() else cls(weights=weights)
+        if observed is not None:
+            observed = _check_observed(observed, labels)
+            return cls() if observed.all() else cls(observed=observed)
+        return cls()
+
+    @property
+    def unit(self) -> bool:
+        """Every weight is 1: the fast path."""
+        return self.observed is None and self.weights is None
+
+    @property
+    def blocked(self) -> bool:
+        """NaN weights (the positivity check): the sequence-level values are NaN."""
+        return self.weights is not None and bool(np.isnan(self.weights).any())
+
+    def entries(self) -> np.ndarray:
+        """The entries that have weight (an observed item, a positive weight), ascending."""
+        return np.flatnonzero((self.observed if self.weights is None else self.weights > 0).any(axis=0))
+
+    def at(self, i: int):
+        """Entry i's items and their weights: (its observed rows, None) under a mask, (every row,
+        its weights [N, 1]) under weights."""
+        if self.weights is None:
+            return self.observed[:, i], None
+        return slice(None), self.weights[:, i : i + 1]
 
 
-def _weighted_auc(scores: np.ndarray, positive: np.ndarray, w: np.ndarray) -> float:
-    """Weighted one-vs-rest AUC: sum over (positive p, negative q) of w_p w_q (1[s_p > s_q] +
-    1[s_p = s_q] / 2) over (sum of positive weights)(sum of negative weights); NaN when
-    either side has no weight. Unit weights: the Mann-Whitney AUC (scikit-learn's)."""
-    pos, neg = positive & (w > 0), ~positive & (w > 0)
-    wp, wn = w[pos], w[neg]
-    if not (wp.sum() > 0 and wn.sum() > 0):
-        return float("nan")
-    order = np.argsort(scores[neg], kind="stable")
-    sn = scores[neg][order]
-    cum = np.concatenate([[0.0], np.cumsum(wn[order])])
-    sp = scores[pos]
-    below = cum[np.searchsorted(sn, sp, side="left")]
-    tied = cum[np.searchsorted(sn, sp, side="right")] - below
-    return float((wp * (below + tied / 2)).sum() / (wp.sum() * wn.sum()))
+def _in_threads(fn, jobs, threads: int) -> list:
+    """``[fn(job) for job in jobs]``, in up to ``threads`` threads (numpy's sorts and bincounts
+    release the GIL)."""
+    if threads > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(min(threads, len(jobs))) as pool:
+            return list(pool.map(fn, jobs))
+    return [fn(job) for job in jobs]
 
 
-ENTRY_KEYS = ("ece", "ece_debiased", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")
+def _per_entry(values, arrays: tuple, keys: tuple, weighting: _Weights, threads: int = 1) -> dict[str, np.ndarray]:
+    """Every entry's values, {key: [L]}, from ``values(*columns, w)`` -> {key: [L']}, the
+    ``columns`` being ``arrays`` (each [N, L, ...]) cut to some of the entries.
 
+    Every weight 1: all entries at once, ``w`` None (in blocks of entries, one per thread: an
+    entry's values depend on its column alone, so the blocks give the same numbers). Otherwise
+    entry by entry, in ``threads``: under a mask its observed rows and ``w`` None, under weights
+    every row and ``w`` [N, 1]; NaN where an entry has no weight."""
+    L = arrays[0].shape[1]
+    if weighting.unit:
+        blocks = np.array_split(np.arange(L), max(1, min(threads, L)))
+        if len(blocks) == 1:
+            return values(*arrays, None)
+        parts = _in_threads(lambda b: values(*(a[:, b] for a in arrays), None), blocks, threads)
+        return {k: np.concatenate([p[k] for p in parts]) for k in keys}
 
-def _weighted_entry(probs: np.ndarray, labels: np.ndarray, w: np.ndarray, n_bins: int, ce_eps: float) -> dict:
-    """Every entry-level value of one entry under weights: probs [N, c], labels [N], w [N].
-    NaN throughout where no item has weight (or w is NaN: the positivity check)."""
-    if np.isnan(w).any() or not (w > 0).any():
-        return dict.fromkeys(ENTRY_KEYS, float("nan"))
-    keep = w > 0
-    conf = probs.max(axis=1)
-    correct = (probs.argmax(axis=1) == labels).astype(np.float64)
-    ece_i, ece_sq_i = _weighted_ece_entry(conf, np.where(keep, correct, 0.0), w, n_bins)
-    wk, pk, yk = w[keep], probs[keep], labels[keep]
-    W = wk.sum()
-    p_true = np.take_along_axis(pk, yk[:, None], axis=1)[:, 0]
-    aucs = [_weighted_auc(probs[:, a], labels == a, w) for a in range(probs.shape[1])]
-    defined = [a for a in aucs if not np.isnan(a)]
-    return {
-        "ece": ece_i, "ece_debiased": float(signed_root(ece_sq_i)), "ece_debiased_sq": ece_sq_i,
-        "overconfidence": float((wk * (conf[keep] - correct[keep])).sum() / W),
-        "auc": float(np.mean(defined)) if defined else float("nan"),
-        "brier": float((wk * ((pk * pk).sum(axis=1) - 2 * p_true + 1)).sum() / W),
-        "ce": float((wk * -np.log(np.maximum(p_true, ce_eps))).sum() / W),
-    }
+    def entry(i: int) -> dict[str, np.ndarray]:
+        rows, w = weighting.at(i)
+        return values(*(a[rows, i : i + 1] for a in arrays), w)
 
-
-def _weighted_sequence_metrics(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_bins: int,
-                               ce_eps: float, threads: int) -> dict:
-    """:func:`sequence_metrics` under weights: every entry by :func:`_weighted_entry` (a loop
-    over entries, in ``threads``); the sequence values are the means over the entries that
-    have weight, NaN when an entry is blocked by the positivity check (NaN weights)."""
-    L = probs.shape[1]
-    entries = range(L)
-
-    def column(i: int) -> dict:
-        return _weighted_entry(probs[:, i], labels[:, i], weights[:, i], n_bins, ce_eps)
-
-    if threads > 1 and L > 1:
-        with ThreadPoolExecutor(min(threads, L)) as pool:
-            parts = list(pool.map(column, entries))
-    else:
-        parts = [column(i) for i in entries]
-    per_entry = {k: np.array([p[k] for p in parts]) for k in ENTRY_KEYS}
-    blocked = bool(np.isnan(weights).any())
-    nan = float("nan")
-    out = {k: nan if blocked else _mean_over_entries(per_entry[k]) for k in ENTRY_KEYS
-           if k not in ("auc", "ece_debiased")}
-    out["ece_debiased"] = float(signed_root(out["ece_debiased_sq"]))
-    auc_i = per_entry["auc"]
-    out["auc"] = nan if blocked or not np.isfinite(auc_i).any() else float(np.nanmean(auc_i))
-    out["per_entry"] = per_entry
+    entries = weighting.entries()
+    out = {k: np.full(L, np.nan) for k in keys}
+    for i, part in zip(entries, _in_threads(entry, entries, threads)):
+        for k in keys:
+            out[k][i] = part[k][0]
     return out
 
 
-def _ece_debiased_columns(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> np.ndarray:
-    """Debiased squared binned calibration error per column: conf, correct [N, L] -> [L].
+def _mean_over_entries(values: np.ndarray) -> float:
+    """The sequence-level value of entry-level ones: the mean over the entries that have a
+    value (the others are NaN: no weight); NaN when none has."""
+    kept = values[~np.isnan(values)]
+    return float(kept.mean()) if len(kept) else float("nan")
 
-    Per non-empty bin b of the :func:`ece` bins, with n = n_b, a = accuracy, m = mean
-    confidence and v = the (1/n) variance of the confidences in the bin:
-    (a - m)^2 - (a (1 - a) - v) / (n - 1), and (a - m)^2 - m (1 - m) when n = 1; then the
-    mean over the non-empty bins, like :func:`ece`. No clipping at 0 (see the module doc).
+
+# ----------------------------------------------------------------------------- calibration
+
+
+def _bin_ids(conf: np.ndarray, n_bins: int) -> np.ndarray:
+    """Equal-mass bin of every confidence, per column: conf [N, L] -> [N, L] ints in [0, n_bins)."""
+    edges = np.quantile(conf, np.arange(1, n_bins) / n_bins, axis=0)  # (B-1, L)
+    # Bin of a confidence = how many edges lie strictly below it: (Q_{b-1}, Q_b] -> b.
+    return (conf[:, :, None] > edges.T[None, :, :]).sum(axis=2)
+
+
+def _binned(conf: np.ndarray, correct: np.ndarray, n_bins: int, w: np.ndarray | None = None):
+    """Per column and bin of the :func:`ece` bins: (weight W, sum of w conf, sum of w correct,
+    sum of w conf^2, effective number of items n), each [L, n_bins]. conf, correct: [N, L].
+
+    ``w`` [N, L] >= 0: the bins are those of every item's confidence, the sums weigh each item
+    by w, and n is Kish's (sum w)^2 / sum w^2 (the variance of a Hajek mean of independent
+    labels is about that of n items). None, every weight 1 (the fast path): W and n are the
+    counts, the sums plain.
     """
-    count, sum_conf, sum_corr, sum_conf2 = _binned(conf, correct, n_bins, squares=True)
-    filled = count > 0
-    n = np.where(filled, count, 1)  # empty bins are masked out below; 1 avoids 0/0
-    acc, mean_conf = sum_corr / n, sum_conf / n
+    N, L = conf.shape
+    flat = (np.arange(L)[None, :] * n_bins + _bin_ids(conf, n_bins)).ravel()
+    size = L * n_bins
+
+    def total(x=None):
+        return np.bincount(flat, weights=None if x is None else x.ravel(), minlength=size).reshape(L, n_bins)
+
+    if w is None:
+        count = total()
+        return count, total(conf), total(correct), total(conf * conf), count
+    cw = w * conf
+    W = total(w)
+    filled = W > 0
+    n = np.where(filled, W * W / np.where(filled, total(w * w), 1.0), 1.0)
+    return W, total(cw), total(w * correct), total(cw * conf), n
+
+
+def _calibration(conf: np.ndarray, correct: np.ndarray, n_bins: int,
+                 w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(ECE, debiased squared ECE) per column: conf, correct [N, L] -> [L], [L]; ``w`` [N, L]
+    weights as in :func:`_binned` (None: every weight 1).
+
+    Per bin with weight, with a = its (weighted) accuracy, m = its mean confidence, v = the
+    (1/n) variance of its confidences and n its effective number of items: the ECE is the mean
+    over those bins of |a - m|, the debiased value the mean of (a - m)^2 - (a (1 - a) - v) /
+    (n - 1), or (a - m)^2 - m (1 - m) when n = 1 (no clipping at 0: see the module doc). A
+    column without weight is NaN.
+    """
+    W, sum_conf, sum_corr, sum_conf2, n = _binned(conf, correct, n_bins, w)
+    filled = W > 0
+    Wf = np.where(filled, W, 1)  # empty bins are masked out below; 1 avoids 0/0
+    acc, mean_conf = sum_corr / Wf, sum_conf / Wf
+    gap = np.abs(sum_corr - sum_conf) / Wf  # |accuracy - mean confidence| per bin
     # Rounding can leave a variance of a constant bin at -1e-17: it is a variance, so >= 0.
-    spread = np.maximum(sum_conf2 / n - mean_conf**2, 0.0)
+    spread = np.maximum(sum_conf2 / Wf - mean_conf**2, 0.0)
     # E[a (1 - a)] = mq (1 - mq) (n - 1) / n + vq / n for independent labels of probabilities
     # q (mean mq, variance vq), so (a (1 - a) - vq) / (n - 1) is unbiased for Var(a); vq is
     # unknown and v stands in for it (vq = v for a calibrated predictor: exact there).
-    var_acc = np.where(n > 1, (acc * (1 - acc) - spread) / np.maximum(n - 1, 1), mean_conf * (1 - mean_conf))
+    n = np.where(filled, n, 1)
+    var_acc = np.where(n > 1, (acc * (1 - acc) - spread) / np.maximum(n - 1, 1e-300), mean_conf * (1 - mean_conf))
     value = (acc - mean_conf) ** 2 - var_acc
-    return np.where(filled, value, 0.0).sum(axis=1) / filled.sum(axis=1)
+    k = filled.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # k = 0: a column without weight
+        return np.where(filled, gap, 0.0).sum(axis=1) / k, np.where(filled, value, 0.0).sum(axis=1) / k
+
+
+CALIBRATION_KEYS = ("ece", "ece_debiased_sq")
+
+
+def _sequence_calibration(conf: np.ndarray, correct: np.ndarray, n_bins: int,
+                          weighting: _Weights) -> tuple[float, float]:
+    """The sequence-level (ECE, debiased squared ECE): the means over the entries with weight
+    of :func:`_calibration`'s entry-level values; NaN when the weights are blocked."""
+    if weighting.blocked:
+        return float("nan"), float("nan")
+
+    def values(conf, correct, w):
+        return dict(zip(CALIBRATION_KEYS, _calibration(conf, correct, n_bins, w)))
+
+    per_entry = _per_entry(values, (conf, correct), CALIBRATION_KEYS, weighting)
+    return _mean_over_entries(per_entry["ece"]), _mean_over_entries(per_entry["ece_debiased_sq"])
+
+
+def ece(probs, labels, n_bins: int = 10) -> float:
+    """Confidence ECE with equal-mass (quantile) bins.  probs [N, c], labels [N]."""
+    probs, labels = _check_probs_labels(probs, labels, 2)
+    conf = probs.max(axis=1)
+    correct = (probs.argmax(axis=1) == labels).astype(np.float64)
+    return float(_calibration(conf[:, None], correct[:, None], n_bins)[0][0])
+
+
+def sequence_ece(probs, labels, n_bins: int = 10, observed=None, weights=None) -> float:
+    """The sequence-level ECE of :func:`sequence_metrics` alone (the mean over entries of the
+    entry-level :func:`ece`): probs [N, L, c], labels [N, L]; ``observed`` bool [N, L] or
+    ``weights`` float [N, L] as in :func:`sequence_metrics`."""
+    probs, labels = _check_probs_labels(probs, labels, 3)
+    conf = probs.max(axis=2)
+    correct = (probs.argmax(axis=2) == labels).astype(np.float64)
+    return _sequence_calibration(conf, correct, n_bins, _Weights.of(labels, observed, weights))[0]
 
 
 def ece_debiased_squared(probs, labels, n_bins: int = 10) -> float:
@@ -349,7 +335,7 @@ def ece_debiased_squared(probs, labels, n_bins: int = 10) -> float:
     probs, labels = _check_probs_labels(probs, labels, 2)
     conf = probs.max(axis=1)
     correct = (probs.argmax(axis=1) == labels).astype(np.float64)
-    return float(_ece_debiased_columns(conf[:, None], correct[:, None], n_bins)[0])
+    return float(_calibration(conf[:, None], correct[:, None], n_bins)[1][0])
 
 
 def signed_root(x):
@@ -376,26 +362,26 @@ def reliability_curve(probs, labels, n_bins: int = 10, weights=None) -> dict[str
     out, and NaN weights (the positivity check) give no curve (empty arrays).
     """
     probs, labels = _check_probs_labels(probs, labels, 2)
+    w = None
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != labels.shape:
             raise ValueError(f"weights must be [N] beside labels {labels.shape}, got {w.shape}")
         if np.isnan(w).any():
             return {"confidence": np.zeros(0), "accuracy": np.zeros(0), "count": np.zeros(0)}
-        conf = probs.max(axis=1)
-        correct = np.where(w > 0, probs.argmax(axis=1) == labels, False).astype(np.float64)
-        _, W, Sc, Sa, _, _ = _weighted_bins(conf, correct, w, n_bins)
-        keep = W > 0
-        return {"confidence": Sc[keep] / W[keep], "accuracy": Sa[keep] / W[keep], "count": W[keep]}
+        w = w[:, None]
     conf = probs.max(axis=1)[:, None]
     correct = (probs.argmax(axis=1) == labels).astype(np.float64)[:, None]
-    count, sum_conf, sum_corr = (a[0] for a in _binned(conf, correct, n_bins))
+    count, sum_conf, sum_corr, _, _ = (a[0] for a in _binned(conf, correct, n_bins, w))
     keep = count > 0
     return {
         "confidence": sum_conf[keep] / count[keep],
         "accuracy": sum_corr[keep] / count[keep],
         "count": count[keep],
     }
+
+
+# ----------------------------------------------------------------------------- every entry-level metric
 
 
 def _auc_per_class(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -427,6 +413,79 @@ def _auc_per_class(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.where((n_pos > 0) & (n_neg > 0), auc, np.nan).reshape(L, c)
 
 
+def _weighted_auc(scores: np.ndarray, positive: np.ndarray, w: np.ndarray) -> float:
+    """Weighted one-vs-rest AUC: sum over (positive p, negative q) of w_p w_q (1[s_p > s_q] +
+    1[s_p = s_q] / 2) over (sum of positive weights)(sum of negative weights); NaN when
+    either side has no weight. Unit weights: the Mann-Whitney AUC (scikit-learn's)."""
+    pos, neg = positive & (w > 0), ~positive & (w > 0)
+    wp, wn = w[pos], w[neg]
+    if not (wp.sum() > 0 and wn.sum() > 0):
+        return float("nan")
+    order = np.argsort(scores[neg], kind="stable")
+    sn = scores[neg][order]
+    cum = np.concatenate([[0.0], np.cumsum(wn[order])])
+    sp = scores[pos]
+    below = cum[np.searchsorted(sn, sp, side="left")]
+    tied = cum[np.searchsorted(sn, sp, side="right")] - below
+    return float((wp * (below + tied / 2)).sum() / (wp.sum() * wn.sum()))
+
+
+ENTRY_KEYS = ("ece", "ece_debiased", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")
+
+
+def _unit_entries(probs: np.ndarray, labels: np.ndarray, n_bins: int, ce_eps: float) -> dict[str, np.ndarray]:
+    """The entry-level values of :func:`sequence_metrics` where every weight is 1 (the fast
+    path): probs [N, L, c], labels [N, L] -> {key: [L]}, every entry at once."""
+    conf = probs.max(axis=2)  # (N, L)
+    correct = (probs.argmax(axis=2) == labels).astype(np.float64)
+    ece_i, ece_debiased_sq_i = _calibration(conf, correct, n_bins)
+    # Signed, so over- and underconfidence do not both read as "miscalibrated"; unbinned, so
+    # it has no finite-sample floor: its expectation is 0 for a calibrated predictor.
+    overconfidence_i = (conf - correct).mean(axis=0)
+
+    auc_cols = _auc_per_class(probs, labels)
+    defined = ~np.isnan(auc_cols)
+    with np.errstate(invalid="ignore"):
+        auc_i = np.where(defined, auc_cols, 0.0).sum(axis=1) / defined.sum(axis=1)
+
+    p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]  # (N, L)
+    # sum_a (p_a - 1[y = a])^2 = sum_a p_a^2 - 2 p_y + 1, without a [N, L, c] one-hot.
+    brier_i = (np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1).mean(axis=0)  # summed over classes
+    ce_i = -np.log(np.maximum(p_true, ce_eps)).mean(axis=0)
+    return {"ece": ece_i, "ece_debiased": signed_root(ece_debiased_sq_i), "ece_debiased_sq": ece_debiased_sq_i,
+            "overconfidence": overconfidence_i, "auc": auc_i, "brier": brier_i, "ce": ce_i}
+
+
+def _weighted_entry(probs: np.ndarray, labels: np.ndarray, w: np.ndarray, n_bins: int,
+                    ce_eps: float) -> dict[str, np.ndarray]:
+    """The entry-level values of one entry under weights (the weighted implementation): probs
+    [N, 1, c], labels [N, 1], w [N, 1] -> {key: [1]}. Each is its weighted (Hajek) estimate:
+    the ECE's bins are those of every item's confidence (:func:`_calibration`), AUC the
+    weighted Mann-Whitney statistic, Brier, CE and overconfidence weighted means over the
+    items with weight. NaN throughout where no item has weight (or w is NaN: the positivity
+    check)."""
+    probs, labels, w = probs[:, 0], labels[:, 0], w[:, 0]
+    if np.isnan(w).any() or not (w > 0).any():
+        return {k: np.full(1, np.nan) for k in ENTRY_KEYS}
+    keep = w > 0
+    conf = probs.max(axis=1)
+    correct = (probs.argmax(axis=1) == labels).astype(np.float64)
+    ece_i, ece_sq_i = (v[0] for v in _calibration(conf[:, None], correct[:, None], n_bins, w[:, None]))
+    wk, pk, yk = w[keep], probs[keep], labels[keep]
+    W = wk.sum()
+    p_true = np.take_along_axis(pk, yk[:, None], axis=1)[:, 0]
+    aucs = [_weighted_auc(probs[:, a], labels == a, w) for a in range(probs.shape[1])]
+    defined = [a for a in aucs if not np.isnan(a)]
+    values = {
+        "ece": ece_i, "ece_debiased": signed_root(ece_sq_i), "ece_debiased_sq": ece_sq_i,
+        "overconfidence": (wk * (conf[keep] - correct[keep])).sum() / W,
+        "auc": np.mean(defined) if defined else np.nan,
+        "brier": (wk * ((pk * pk).sum(axis=1) - 2 * p_true + 1)).sum() / W,
+        "ce": (wk * -np.log(np.maximum(p_true, ce_eps))).sum() / W,
+    }
+    return {k: np.full(1, float(v)) for k, v in values.items()}
+
+
 def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, threads: int = 1,
                      observed=None, weights=None) -> dict:
     """Entry-level and sequence-level ECE, debiased ECE, overconfidence, macro AUC, Brier and CE.
@@ -443,12 +502,12 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, th
     blocks of entries in threads (numpy's sorts and bincounts release the GIL): the same
     numbers (the ECEs and AUC bit for bit; Brier and CE up to ~1e-14, numpy sums a narrower
     block in another order), faster on large splits (the paper's validation split: 16,769
-    items x 300 entries).
+    items x 300 entries). Under a mask or weights the entries are scored one by one, in threads.
 
     ``observed`` (right-censored data): bool [N, L], which labels are observed. Each entry's
     values are then taken over its observed items alone (its column's metrics, entry by
     entry); an entry without any is NaN and left out of the sequence means, like an entry
-    without an AUC. None: every label counts (the vectorized path).
+    without an AUC. None or all True: every label counts (the vectorized path).
 
     ``weights`` (right-censored data, what the scores use): float [N, L], the inverse
     probability of censoring weights of :func:`focus_tune.scoring.survival.entry_weights` (0 on an
@@ -457,81 +516,31 @@ def sequence_metrics(probs, labels, n_bins: int = 10, ce_eps: float = CE_EPS, th
     weighted sums per bin; AUC the weighted Mann-Whitney statistic; Brier, CE and
     overconfidence weighted means. An entry without weight is NaN and left out of the
     sequence means; NaN weights (the positivity check) make that entry and every sequence
-    value NaN. Takes precedence over ``observed``.
+    value NaN. Weights that are all 1 are the vectorized path, the unweighted numbers bit for
+    bit. Takes precedence over ``observed``. (:class:`_Weights` has the rule of both.)
     """
     probs, labels = _check_probs_labels(probs, labels, 3)
-    if weights is not None:
-        return _weighted_sequence_metrics(probs, labels, _check_weights(weights, labels), n_bins, ce_eps, threads)
-    if observed is not None:
-        return _masked_sequence_metrics(probs, labels, _check_observed(observed, labels), n_bins, ce_eps, threads)
-    L = probs.shape[1]
-    blocks = np.array_split(np.arange(L), max(1, min(threads, L)))
-    if len(blocks) > 1:
-        with ThreadPoolExecutor(len(blocks)) as pool:
-            parts = list(pool.map(lambda b: _entry_metrics(probs[:, b], labels[:, b], n_bins, ce_eps), blocks))
-        per_entry = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    else:
-        per_entry = _entry_metrics(probs, labels, n_bins, ce_eps)
-    out = {k: float(v.mean()) for k, v in per_entry.items() if k not in ("auc", "ece_debiased")}
+    weighting = _Weights.of(labels, observed, weights)
+
+    def values(probs, labels, w):
+        if w is None:
+            return _unit_entries(probs, labels, n_bins, ce_eps)
+        return _weighted_entry(probs, labels, w, n_bins, ce_eps)
+
+    per_entry = _per_entry(values, (probs, labels), ENTRY_KEYS, weighting, threads)
+    nan, blocked = float("nan"), weighting.blocked
+    out = {k: nan if blocked else _mean_over_entries(per_entry[k]) for k in ENTRY_KEYS
+           if k not in ("auc", "ece_debiased")}
     # The unbiased quantity is the squared one: average it over entries, then take the root
     # (the mean of per-entry roots would not be centred on 0 for a calibrated predictor).
     out["ece_debiased"] = float(signed_root(out["ece_debiased_sq"]))
     auc_i = per_entry["auc"]
-    out["auc"] = float(np.nanmean(auc_i)) if np.isfinite(auc_i).any() else float("nan")
+    out["auc"] = nan if blocked or not np.isfinite(auc_i).any() else float(np.nanmean(auc_i))
     out["per_entry"] = per_entry
     return out
 
 
-def _masked_sequence_metrics(probs: np.ndarray, labels: np.ndarray, observed: np.ndarray, n_bins: int,
-                             ce_eps: float, threads: int) -> dict:
-    """:func:`sequence_metrics` with a mask: every entry over its observed items (a loop over
-    entries, in ``threads``), the sequence values over the entries that have any."""
-    L = probs.shape[1]
-    entries = np.flatnonzero(observed.any(axis=0))
-
-    def column(i: int) -> dict[str, np.ndarray]:
-        rows = observed[:, i]
-        return _entry_metrics(probs[rows, i : i + 1], labels[rows, i : i + 1], n_bins, ce_eps)
-
-    if threads > 1 and len(entries) > 1:
-        with ThreadPoolExecutor(min(threads, len(entries))) as pool:
-            parts = list(pool.map(column, entries))
-    else:
-        parts = [column(i) for i in entries]
-    keys = ("ece", "ece_debiased", "ece_debiased_sq", "overconfidence", "auc", "brier", "ce")
-    per_entry = {k: np.full(L, np.nan) for k in keys}
-    for i, part in zip(entries, parts):
-        for k in keys:
-            per_entry[k][i] = part[k][0]
-    out = {k: _mean_over_entries(per_entry[k][entries]) for k in keys if k not in ("auc", "ece_debiased")}
-    out["ece_debiased"] = float(signed_root(out["ece_debiased_sq"]))
-    auc_i = per_entry["auc"]
-    out["auc"] = float(np.nanmean(auc_i)) if np.isfinite(auc_i).any() else float("nan")
-    out["per_entry"] = per_entry
-    return out
-
-
-def _entry_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int, ce_eps: float) -> dict[str, np.ndarray]:
-    """The entry-level values of :func:`sequence_metrics`: probs [N, L, c], labels [N, L] -> {key: [L]}."""
-    conf = probs.max(axis=2)  # (N, L)
-    correct = (probs.argmax(axis=2) == labels).astype(np.float64)
-    ece_i = _ece_columns(conf, correct, n_bins)
-    ece_debiased_sq_i = _ece_debiased_columns(conf, correct, n_bins)
-    # Signed, so over- and underconfidence do not both read as "miscalibrated"; unbinned, so
-    # it has no finite-sample floor: its expectation is 0 for a calibrated predictor.
-    overconfidence_i = (conf - correct).mean(axis=0)
-
-    auc_cols = _auc_per_class(probs, labels)
-    defined = ~np.isnan(auc_cols)
-    with np.errstate(invalid="ignore"):
-        auc_i = np.where(defined, auc_cols, 0.0).sum(axis=1) / defined.sum(axis=1)
-
-    p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]  # (N, L)
-    # sum_a (p_a - 1[y = a])^2 = sum_a p_a^2 - 2 p_y + 1, without a [N, L, c] one-hot.
-    brier_i = (np.einsum("nlc,nlc->nl", probs, probs) - 2 * p_true + 1).mean(axis=0)  # summed over classes
-    ce_i = -np.log(np.maximum(p_true, ce_eps)).mean(axis=0)
-    return {"ece": ece_i, "ece_debiased": signed_root(ece_debiased_sq_i), "ece_debiased_sq": ece_debiased_sq_i,
-            "overconfidence": overconfidence_i, "auc": auc_i, "brier": brier_i, "ce": ce_i}
+# ----------------------------------------------------------------------------- influence
 
 
 def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps: float = CE_EPS,
@@ -563,10 +572,27 @@ def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps:
     if metric not in SELECT_KEYS:
         raise ValueError(f"metric must be one of {', '.join(SELECT_KEYS)}, got {metric!r}")
     probs, labels = _check_probs_labels(probs, labels, 3)
-    if weights is not None:
-        return _weighted_influence(probs, labels, _check_weights(weights, labels), metric, n_bins, ce_eps)
-    if observed is not None:
-        return _masked_influence(probs, labels, _check_observed(observed, labels), metric, n_bins, ce_eps)
+    weighting = _Weights.of(labels, observed, weights)
+    if weighting.unit:
+        return _unit_shares(probs, labels, metric, n_bins, ce_eps)
+    if weighting.blocked:
+        return np.full(len(probs), np.nan)
+    # The score is the mean over the L' entries with weight of each entry's score, so an item's
+    # share is the sum over its entries of its share of that one-entry score, / L'.
+    share = np.zeros(len(probs))
+    entries = weighting.entries()
+    for i in entries:
+        rows, w = weighting.at(i)
+        if w is None:  # a mask: the entry's observed rows, every weight 1
+            share[rows] += _unit_shares(probs[rows, i : i + 1], labels[rows, i : i + 1], metric, n_bins, ce_eps)
+        else:
+            share += _weighted_shares(probs[:, i], labels[:, i], w[:, 0], metric, n_bins, ce_eps)
+    return share / max(len(entries), 1)
+
+
+def _unit_shares(probs: np.ndarray, labels: np.ndarray, metric: str, n_bins: int, ce_eps: float) -> np.ndarray:
+    """:func:`item_influence` where every weight is 1 (the fast path): probs [N, L, c],
+    labels [N, L] -> [N], every entry at once."""
     N, L, _ = probs.shape
     if metric in ("brier", "ce"):
         p_true = np.take_along_axis(probs, labels[..., None], axis=2)[..., 0]
@@ -586,44 +612,23 @@ def item_influence(probs, labels, metric: str = "ece", n_bins: int = 10, ce_eps:
     return (weight[flat] * gap / (filled[None, :] * L)).sum(axis=1)
 
 
-def _masked_influence(probs: np.ndarray, labels: np.ndarray, observed: np.ndarray, metric: str, n_bins: int,
-                      ce_eps: float) -> np.ndarray:
-    """:func:`item_influence` of the masked score: [N]. The masked score is the mean over the L'
-    entries that have observed items of each entry's score over them, so an item's share is
-    the sum over its observed entries of its share of that one-entry score, / L'."""
-    share = np.zeros(len(probs))
-    entries = np.flatnonzero(observed.any(axis=0))
-    for i in entries:
-        rows = np.flatnonzero(observed[:, i])
-        share[rows] += item_influence(probs[rows, i : i + 1], labels[rows, i : i + 1], metric, n_bins, ce_eps)
-    return share / max(len(entries), 1)
-
-
-def _weighted_influence(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, metric: str, n_bins: int,
-                        ce_eps: float) -> np.ndarray:
-    """:func:`item_influence` of the weighted score: [N]."""
-    N, L, _ = probs.shape
-    if np.isnan(weights).any():
-        return np.full(N, np.nan)
-    share = np.zeros(N)
-    entries = [i for i in range(L) if (weights[:, i] > 0).any()]
-    for i in entries:
-        w = weights[:, i]
-        p, y = probs[:, i], labels[:, i]
-        if metric in ("brier", "ce"):
-            p_true = np.take_along_axis(p, y[:, None], axis=1)[:, 0]
-            per = (p * p).sum(axis=1) - 2 * p_true + 1 if metric == "brier" else -np.log(np.maximum(p_true, ce_eps))
-            share += np.where(w > 0, w * per, 0.0) / w.sum()
-            continue
-        conf = p.max(axis=1)
-        gap = np.where(w > 0, (p.argmax(axis=1) == y) - conf, 0.0)
-        bins, W, _, _, _, _ = _weighted_bins(conf, gap, w, n_bins)
-        S = np.bincount(bins, weights=w * gap, minlength=n_bins)
-        filled = (W > 0).sum()
-        Wf = np.where(W > 0, W, 1.0)
-        per_bin = np.sign(S) / Wf if metric == "ece" else 2 * S / Wf**2
-        share += per_bin[bins] * w * gap / filled
-    return share / max(len(entries), 1)
+def _weighted_shares(probs: np.ndarray, labels: np.ndarray, w: np.ndarray, metric: str, n_bins: int,
+                     ce_eps: float) -> np.ndarray:
+    """Each item's share of one entry's weighted score (the weighted implementation): probs
+    [N, c], labels [N], w [N] -> [N], 0 where w is 0."""
+    if metric in ("brier", "ce"):
+        p_true = np.take_along_axis(probs, labels[:, None], axis=1)[:, 0]
+        per = (probs * probs).sum(axis=1) - 2 * p_true + 1 if metric == "brier" else -np.log(np.maximum(p_true, ce_eps))
+        return np.where(w > 0, w * per, 0.0) / w.sum()
+    conf = probs.max(axis=1)
+    gap = np.where(w > 0, (probs.argmax(axis=1) == labels) - conf, 0.0)
+    bins = _bin_ids(conf[:, None], n_bins)[:, 0]  # the bins of every item's confidence, as the score's
+    W = np.bincount(bins, weights=w, minlength=n_bins)
+    S = np.bincount(bins, weights=w * gap, minlength=n_bins)
+    filled = (W > 0).sum()
+    Wf = np.where(W > 0, W, 1.0)
+    per_bin = np.sign(S) / Wf if metric == "ece" else 2 * S / Wf**2
+    return per_bin[bins] * w * gap / filled
 
 
 def difference_se(a: np.ndarray, b: np.ndarray) -> float:
@@ -877,13 +882,5 @@ def label_noise(probs, draw_labels, redraws: int = LABEL_REDRAWS, n_bins: int = 
     for _ in range(redraws):
         _, labels = _check_probs_labels(probs, draw_labels(), 3)
         correct = (top == labels).astype(np.float64)
-        if weights is not None:
-            scores.append(_weighted_sequence_ece(conf, correct, _check_weights(weights, labels), n_bins))
-        elif observed is not None:
-            mask = _check_observed(observed, labels)
-            scores.append(tuple(_mean_over_entries(_masked_columns(f, conf, correct, mask, n_bins))
-                                for f in (_ece_columns, _ece_debiased_columns)))
-        else:
-            scores.append((_ece_columns(conf, correct, n_bins).mean(),
-                           _ece_debiased_columns(conf, correct, n_bins).mean()))
+        scores.append(_sequence_calibration(conf, correct, n_bins, _Weights.of(labels, observed, weights)))
     return dict(zip(LABEL_SD_KEYS, map(float, np.std(np.array(scores), axis=0, ddof=1))))
