@@ -2,7 +2,8 @@
 
 The Python API (docs/GUIDE.md, "Python API"): ``focus_tune.run_search(game="hero",
 profile="smoke", overrides={"train.epochs": 5})`` runs a search as ``python -m
-focus_tune.search`` does and returns a :class:`~focus_tune.search.api.SearchResult`;
+focus_tune.search`` does and returns a :class:`~focus_tune.search.api.SearchResult`; its flags
+may also be one :class:`~focus_tune.search.cli.SearchOptions` (``options=``);
 ``focus_tune.load_model(...)`` loads a final model or a trial checkpoint. They are imported on
 first use, so ``import focus_tune`` stays light. ``focus_tune.run_recipe(data=DIR)`` searches a
 training recipe for the data as ``python -m focus_tune.recipe`` does and returns a
@@ -12,9 +13,10 @@ training recipe for the data as ``python -m focus_tune.recipe`` does and returns
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time on first use (__getattr__)
-    from .search.api import RecipeResult, SearchResult, load_model, read_search, run_recipe, run_search
+    from .search.api import (RecipeResult, SearchOptions, SearchResult, load_model, read_search, run_recipe,
+                             run_search)
 
-__all__ = ["RecipeResult", "SearchResult", "load_model", "read_search", "run_recipe", "run_search"]
+__all__ = ["RecipeResult", "SearchOptions", "SearchResult", "load_model", "read_search", "run_recipe", "run_search"]
 
 
 def __getattr__(name: str):

@@ -74,21 +74,16 @@ def test_a_trial_checkpoint_loads_as_its_model(ran):
 
 
 def test_keywords_are_the_clis_flags_with_its_defaults():
-    import inspect
+    """run_search's keywords are SearchOptions' fields, the parser's flags (tests/test_options.py
+    checks each flag and the former keywords); their defaults are the fields', the flags' too."""
+    from dataclasses import fields
 
-    from focus_tune.search.api import run_search
-    from focus_tune.search.cli import build_parser
+    from focus_tune.search.api import KEYWORDS, search_options
+    from focus_tune.search.cli import PRINT_ONLY, SearchOptions, parse_options
 
-    defaults = {a.dest: a.default for a in build_parser()._actions}
-    params = inspect.signature(run_search).parameters
-    for name, param in params.items():
-        if name != "trainable":
-            assert name in defaults, name
-            if name != "overrides":
-                assert param.default == defaults[name] or str(param.default) == str(defaults[name]), name
-    # every flag of a search is a keyword (those of --print-config and --dry-run are not: no search runs)
-    printing = {"help", "version", "print_config", "dry_run", "cluster_gpus", "trial_minutes", "gpu_type", "rates"}
-    assert set(defaults) - printing == set(params) - {"trainable"}
+    names = {f.name for f in fields(SearchOptions)}
+    assert set(KEYWORDS) == names - {"scenario", "profile", *PRINT_ONLY}
+    assert search_options(game="hero") == parse_options(["--game", "hero"])
 
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -96,7 +91,7 @@ def test_keywords_are_the_clis_flags_with_its_defaults():
     ({"game": "nope"}, "game='nope': choose one of"),
     ({"game": "hero", "overrides": {"train.racing": True}}, "--set: train.racing: True is not one of"),
     ({"game": "hero", "overrides": ["train.epochs=0x10"]}, "--set train.epochs: '0x10'"),
-    ({}, "give game= (a built-in scenario) or data="),
+    ({}, "give --game (a built-in scenario) or --data DIR"),
 ])
 def test_a_bad_argument_is_the_clis_one_line_error(tmp_path, kwargs, words):
     from focus_tune.errors import ConfigError, SearchError

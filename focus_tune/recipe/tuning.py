@@ -45,7 +45,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..arguments import add_flags
 from ..config.fields import Context
+from ..config.scenarios import ScenarioFlags, scenario_from
 from ..config.space import SPACES_DIR, TrainConfig, parse_search_space, space_path
 from ..config.strict_yaml import read_yaml
 from ..errors import ConfigError, DataError, SearchError
@@ -369,11 +371,12 @@ def run_recipe(
     from ..sim.model_io import DataInfo
     from ..procedure.job import Splits
 
-    if (data is None) == (game is None):
+    if data is not None and game is not None:
         raise SearchError("give data= (a dataset folder) or game= (a built-in scenario), one of them")
     if game is not None and game not in BUILTIN_SCENARIOS:
         raise SearchError(f"game={game!r}: choose one of {', '.join(BUILTIN_SCENARIOS)}, or pass a dataset of your "
                           "own as data=")
+    scenario = scenario_from(game, data)  # --game's, or the dataset's; a SearchError when neither is given
     if profile not in PROFILES:
         raise SearchError(f"profile={profile!r}: choose one of {', '.join(PROFILES)}")
     for name, value in (("trials", trials), ("trial_minutes", trial_minutes), ("cpus_per_trial", cpus_per_trial),
@@ -383,15 +386,8 @@ def run_recipe(
     space = load_recipe_space(recipe_space, profile)
     space = dataclasses.replace(space, trials=int(trials or space.trials),
                                 trial_minutes=float(trial_minutes or space.trial_minutes))
-    if data is not None:
-        from ..config.scenarios import scenario_of
-
-        data_path = Path(data)
-        scenario = scenario_of(data_path)
-        builtin = False
-    else:
-        scenario, builtin = game, True
-        data_path = ensure_dataset(game, profile, data_root, seed=seed)
+    builtin = data is None
+    data_path = ensure_dataset(game, profile, data_root, seed=seed) if builtin else Path(data)
     dataset = load_dataset(data_path)
     m = dataset.manifest
     raw, source = data_space(scenario, builtin or m.game is not None, m.length)
@@ -628,32 +624,30 @@ def _num(value, digits: int) -> str:
 
 # -- the command line ---------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    from ..data import BUILTIN_SCENARIOS
+    """The recipe stage's parser: every command's --game, --profile and --data (``ScenarioFlags``),
+    the flags it shares with the search (``SearchOptions``' fields of the same name) and its own;
+    each flag is :func:`run_recipe`'s keyword of the same name (``--game``: ``game``)."""
+    from ..search.cli import SearchOptions
 
     p = argparse.ArgumentParser(
         prog="python -m focus_tune.recipe",
         description="Search the unregularized model's training recipe (lr and its schedule, epochs, encoder width, "
                     "batch size) on the validation CE with Ray Tune's OptunaSearch and ASHAScheduler, and write the "
                     "lambda search's space with it (space.yaml) and the regime's report (report.md, report.json).")
-    p.add_argument("--data", type=Path, help="a dataset folder of your own (python -m focus_tune.data import-...)")
-    p.add_argument("--game", choices=BUILTIN_SCENARIOS,
-                   help="a built-in scenario (its dataset built under --data-root)")
-    p.add_argument("--profile", default="quick", choices=PROFILES,
-                   help="the base profile of the data's space (the recipe becomes its train:) and of recipe.yaml")
+    add_flags(p, ScenarioFlags, ("data", "scenario", "profile"), helps={
+        "scenario": "a built-in scenario (its dataset built under --data-root); without it, --data names the scenario",
+        "profile": "the base profile of the data's space (the recipe becomes its train:) and of recipe.yaml"})
     p.add_argument("--trials", type=int, help="Optuna's suggestions (default: recipe.yaml's budget.trials)")
     p.add_argument("--trial-minutes", type=float,
                    help="each trial's own time budget: it stops at its next epoch after this many minutes "
                         "(default: recipe.yaml's budget.trial_minutes)")
     p.add_argument("--recipe-space", type=Path, help="a recipe space of your own instead of search_spaces/recipe.yaml")
     p.add_argument("--out", type=Path, help="the output folder (default: runs/<scenario>-recipe-<profile>-seed<seed>)")
-    p.add_argument("--seed", type=int, default=0, help="the trials' seed and the TPE sampler's")
-    p.add_argument("--data-root", type=Path, default=Path("data_cache"), help="where --game's dataset is cached")
-    p.add_argument("--cpus-per-trial", type=float, default=1.0)
-    p.add_argument("--max-concurrent", type=int, help="at most this many trials at once (default: what the CPUs hold)")
+    add_flags(p, SearchOptions, ("seed", "data_root", "cpus_per_trial", "max_concurrent"), helps={
+        "seed": "the trials' seed and the TPE sampler's",
+        "max_concurrent": "at most this many trials at once (default: what the CPUs hold)"})
     p.add_argument("--num-cpus", type=int, help="CPUs of the local Ray it starts (default: all of this machine's)")
-    p.add_argument("--address", help="an existing Ray cluster instead of a local Ray")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")
-    p.add_argument("--experiment", help="the MLflow experiment (default: focus-tune/<scenario>, the search's)")
+    add_flags(p, SearchOptions, ("address", "tracking_uri", "experiment"))
     return p
 
 
@@ -662,13 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     one line on stderr and exit 2."""
     from ..arguments import error_exit
 
-    args = build_parser().parse_args(argv)
+    args = vars(build_parser().parse_args(argv))
     try:
-        run_recipe(data=args.data, game=args.game, profile=args.profile, trials=args.trials,
-                   trial_minutes=args.trial_minutes, recipe_space=args.recipe_space, out=args.out, seed=args.seed,
-                   data_root=args.data_root, cpus_per_trial=args.cpus_per_trial, max_concurrent=args.max_concurrent,
-                   num_cpus=args.num_cpus, address=args.address, tracking_uri=args.tracking_uri,
-                   experiment=args.experiment)
+        run_recipe(game=args.pop("scenario"), **args)
         return 0
     except (ConfigError, DataError, SearchError) as err:
         return error_exit(err)

@@ -26,12 +26,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..arguments import version_text
+from ..arguments import add_flags, version_text
+from ..config.scenarios import ScenarioFlags, scenario_from
 from ..config.space import override_text, parse_override
-from ..data import BUILTIN_SCENARIOS
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, SearchError
 from ..interrupt import EXIT_INTERRUPTED
-from ..names import PROFILES
 from ..procedure.state import OVERRIDES_KEY, read_state
 from .analysis import finished, read_run, run_dir, seed_list, store_uri, summarize
 from .figure import plot_replication
@@ -48,12 +47,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m focus_tune.replicate",
                                  description="R searches of one scenario, varying the search seed (and so the "
                                              "data draw), and what holds across them.")
-    ap.add_argument("--game", dest="scenario", choices=BUILTIN_SCENARIOS,
-                    help="a built-in scenario; without it, --data names the scenario")
-    ap.add_argument("--data", type=Path,
-                    help="a dataset folder (your own, or an imported built-in scenario): every search trains on it; "
-                         "the seeds then vary the training, sampling and search, not the data")
-    ap.add_argument("--profile", default="quick", choices=PROFILES)
+    add_flags(ap, ScenarioFlags, ("scenario", "data", "profile"), helps={  # every command's flags
+        "data": "a dataset folder (your own, or an imported built-in scenario): every search trains on it; the seeds "
+                "then vary the training, sampling and search, not the data"})
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--runs", type=int, help="R searches, seeds 0..R-1 (default 5)")
     which.add_argument("--seeds", help="the search seeds instead, e.g. 0-4 or 0,2,5")
@@ -81,15 +77,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
         ap.error("--runs must be at least 1")
     if args.parallel < 1:
         ap.error("--parallel must be at least 1")
-    if args.scenario is None:
-        if args.data is None:
-            ap.error("the following arguments are required: --game (or --data DIR, a dataset of your own)")
-        from ..config.scenarios import scenario_of
-
-        try:
-            args.scenario = scenario_of(args.data)
-        except DataError as err:
-            ap.error(str(err))
+    try:
+        args.scenario = scenario_from(args.scenario, args.data)
+    except (DataError, SearchError) as err:
+        ap.error(str(err))
     for flag in ("--game", "--data", "--profile", "--seed", "--storage", "--tracking-uri", "--resume", "--name",
                  "--set", "--experiment"):
         if flag in search_args:

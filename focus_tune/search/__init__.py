@@ -8,9 +8,9 @@ as soon as the plan allows; every trial is tracked in MLflow from this driver
 (``callbacks``), and the search state (``storage``) is saved after every trial so that
 ``--resume`` finishes an interrupted search without retraining what was done.
 
-Modules: ``api`` (``run_search``, ``load_model``, the CLI's ``main``), ``cli`` (flags, the one
-``SearchOptions``), ``driver`` (the run), ``searcher`` (the plan as a Ray Tune Searcher),
-``trainable`` (one trial or pack: train, validate, report), ``callbacks`` (driver-side: MLflow,
+Modules: ``api`` (``run_search``, ``load_model``, the CLI's ``main``), ``cli`` (the one
+``SearchOptions``, each field a flag, and the parser written from them), ``driver`` (the run),
+``searcher`` (the plan as a Ray Tune Searcher), ``trainable`` (one trial or pack: train, validate, report), ``callbacks`` (driver-side: MLflow,
 the state, progress, retries), ``scheduler`` (racing's stop as a Tune TrialScheduler),
 ``progress`` (the live bar, plain lines in logs), ``storage`` (run folder, resume checks),
 ``lock`` (one driver per run folder), ``ray_runtime`` (starting Ray, slots, Ctrl-C),
@@ -31,7 +31,7 @@ from ..lazy import exports
 # imports none of them.
 _HOME = {
     "SearchResult": "api", "load_model": "api", "main": "api", "read_search": "api", "run_search": "api",
-    "build_parser": "cli",
+    "SearchOptions": "cli", "build_parser": "cli", "parse_options": "cli",
     "STATE_FILE": "storage", "SearchState": "storage",
     "SearchError": "..errors",
 }

@@ -1,8 +1,9 @@
 """The Python API of the search, and the command line on top of it.
 
-``run_search(game="hero", profile="smoke", overrides={"train.epochs": 5})`` runs the search that
-``python -m focus_tune.search --game hero --profile smoke --set train.epochs=5`` runs (the CLI,
-:func:`main`, calls it), and returns a :class:`SearchResult`: the chosen schedules, each stage's
+``run_search(game="hero", profile="smoke", options=SearchOptions(overrides={"train.epochs": 5}))``,
+or with the flags as keywords ``run_search(game="hero", profile="smoke", overrides={"train.epochs": 5})``,
+runs the search that ``python -m focus_tune.search --game hero --profile smoke --set train.epochs=5``
+runs (the CLI, :func:`main`, calls it), and returns a :class:`SearchResult`: the chosen schedules, each stage's
 decision, the test tables as pandas DataFrames, the final models' URIs and folders, and the
 paths. :func:`load_model` loads a final model or a Ray Tune trial checkpoint. Both are also
 ``focus_tune.run_search`` and ``focus_tune.load_model``. Errors are exceptions
@@ -12,14 +13,14 @@ paths. :func:`load_model` loads a final model or a Ray Tune trial checkpoint. Bo
 
 from __future__ import annotations
 
-import argparse
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..recipe.tuning import RecipeResult, run_recipe  # the recipe stage (python -m focus_tune.recipe); Ray on use
 from ..errors import SearchError
+from .cli import PRINT_ONLY, SearchOptions, check_values, resolved
 from .storage import CONFIG_FILE, STATE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,7 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..predict.loading import Loaded
 
-__all__ = ["RecipeResult", "SearchResult", "load_model", "main", "read_search", "run_recipe", "run_search"]
+__all__ = ["RecipeResult", "SearchOptions", "SearchResult", "load_model", "main", "read_search", "run_recipe",
+           "run_search", "search_options"]
 
 FAMILIES_ORDER = ("none", "constant", "time-dependent")
 
@@ -97,100 +99,59 @@ def read_search(run_folder: str | Path, register: str | None = None) -> SearchRe
         registered=registered)
 
 
-def run_search(
-    *,
-    game: str | None = None,
-    data: str | Path | None = None,
-    profile: str = "quick",
-    space: str | Path | None = None,
-    overrides: Mapping[str, Any] | Iterable[str] | Iterable[tuple[str, Any]] = (),
-    seed: int = 0,
-    final_seeds: int | None = None,
-    data_root: str | Path = "data_cache",
-    storage: str = "runs",
-    name: str | None = None,
-    experiment: str | None = None,
-    tracking_uri: str | None = None,
-    address: str | None = None,
-    cpus_per_trial: float = 1.0,
-    gpus_per_trial: float = 0.0,
-    max_concurrent: int | None = None,
-    pack: int | str = 1,
-    wait_for_resources: bool = False,
-    resume: bool = False,
-    joint_search: str = "grid",
-    joint_budget: int | None = None,
-    register: str | None = None,
-    max_retries: int = 2,
-    tensorboard: bool = False,
-    allow_small: bool = False,
-    trainable: Callable | None = None,
-) -> SearchResult:
-    """Run the staged search, as ``python -m focus_tune.search`` does with the same flags (each
-    keyword is the flag of the same name, ``--set`` is ``overrides``: ``{"train.epochs": 5}``,
-    ``["train.epochs=5"]`` or ``[("train.epochs", 5)]``), and return what it found. The search
-    prints its progress as the CLI does. ``trainable`` replaces the Ray Tune trainable (tests)."""
-    from ..config.space import parse_override
-
-    pairs = _override_pairs(overrides, parse_override)
-    opts = _options(dict(game=game, data=data, profile=profile, space=space, seed=seed, final_seeds=final_seeds,
-                         data_root=data_root, storage=storage, name=name, experiment=experiment,
-                         tracking_uri=tracking_uri, address=address, cpus_per_trial=cpus_per_trial,
-                         gpus_per_trial=gpus_per_trial, max_concurrent=max_concurrent, pack=pack,
-                         wait_for_resources=wait_for_resources, resume=resume, joint_search=joint_search,
-                         joint_budget=joint_budget, register=register, max_retries=max_retries,
-                         tensorboard=tensorboard, allow_small=allow_small), pairs)
-    return _search(opts, trainable)
+def run_search(*, game: str | None = None, profile: str | None = None, options: SearchOptions | None = None,
+               trainable: Callable | None = None, **flags: Any) -> SearchResult:
+    """Run the staged search, as ``python -m focus_tune.search`` does with the same flags, and
+    return what it found. What is searched: ``game`` (a built-in scenario; without it, the
+    dataset's) and ``profile``; how: ``options``, a :class:`SearchOptions` of the other flags
+    (``SearchOptions(data=..., seed=1, overrides={"train.epochs": 5})``; each field a flag), as
+    Ray Tune's ``Tuner`` takes a ``TuneConfig``. The flags may also be keywords of the same name
+    (``seed=1``; ``--set`` is ``overrides``: ``{"train.epochs": 5}``, ``["train.epochs=5"]`` or
+    ``[("train.epochs", 5)]``;
+    :func:`search_options`). The search prints its progress as the CLI does. ``trainable``
+    replaces the Ray Tune trainable (tests)."""
+    return _search(search_options(game=game, profile=profile, options=options, **flags), trainable)
 
 
-def _search(opts, trainable=None) -> SearchResult:
+def search_options(*, game: str | None = None, profile: str | None = None, options: SearchOptions | None = None,
+                   **flags: Any) -> SearchOptions:
+    """The :class:`SearchOptions` that :func:`run_search` runs: ``options`` (default: every
+    flag's default) or the flags as keywords, with ``game`` and ``profile`` (refused beside an
+    ``options`` that names another scenario or profile); each value checked as its flag's text
+    is (``cli.check_values``), then resolved as the command line's options are
+    (``cli.resolved``). A TypeError names a keyword that is no flag of a search, a SearchError
+    (ConfigError, DataError) a value the command line would refuse."""
+    unknown = sorted(set(flags) - set(KEYWORDS))
+    if unknown:
+        raise TypeError(f"run_search() got an unexpected keyword argument {unknown[0]!r}")
+    if options is not None and flags:
+        raise TypeError(f"run_search() takes the flags in options= or as keywords, not both: got options and "
+                        f"{', '.join(f'{k}=' for k in sorted(flags))}")
+    options = options if options is not None else SearchOptions(**flags)
+    for keyword, value, name in (("game", game, "scenario"), ("profile", profile, "profile")):
+        if value is not None:
+            given = getattr(options, name)
+            if given != value and given != _DEFAULTS[name]:
+                raise SearchError(f"{keyword}={value!r} and options.{name}={given!r}: give one of them")
+            options = replace(options, **{name: value})
+    for name in ("dry_run", "print_config"):
+        if getattr(options, name):
+            raise SearchError(f"options.{name}: run_search runs a search; python -m focus_tune.search "
+                              f"--{name.replace('_', '-')} prints it without running")
+    return resolved(check_values(options))
+
+
+# run_search's keywords besides game and profile: the flags of a search that runs.
+KEYWORDS = tuple(f.name for f in fields(SearchOptions) if f.name not in ("scenario", "profile", *PRINT_ONLY))
+_DEFAULTS = {f.name: f.default for f in fields(SearchOptions)}
+
+
+def _search(opts: SearchOptions, trainable=None) -> SearchResult:
     from .driver import run
     from .storage import run_dir
 
     run(opts, trainable)  # 0, or an exception
     return read_search(run_dir(opts), opts.register)
-
-
-def _override_pairs(overrides, parse_override) -> tuple[tuple[str, Any], ...]:
-    if isinstance(overrides, Mapping):
-        return tuple((str(k), v) for k, v in overrides.items())
-    pairs = []
-    for item in overrides:
-        pairs.append(parse_override(item) if isinstance(item, str) else tuple(item))
-    return tuple(pairs)
-
-
-def _options(values: dict[str, Any], overrides: tuple[tuple[str, Any], ...]):
-    """The :class:`~focus_tune.search.cli.SearchOptions` of the API's keywords, each checked by
-    its flag's own check (argparse's type and choices), then across flags as the CLI does."""
-    from .cli import FLAG_FIELDS, SearchOptions, build_parser, check_flags
-
-    actions = {a.dest: a for a in build_parser()._actions}
-    checked: dict[str, Any] = {}
-    for key, value in values.items():
-        action = actions[key]
-        if value is not None and action.type is not None:
-            try:
-                value = action.type(str(value)) if not isinstance(value, bool) else value
-            except (argparse.ArgumentTypeError, ValueError) as err:
-                raise SearchError(f"{key}={value!r}: {err}") from None
-        own_data = key == "game" and values.get("data") is not None  # a dataset's own name (checked with it)
-        if value is not None and action.choices is not None and value not in action.choices and not own_data:
-            raise SearchError(f"{key}={value!r}: choose one of {', '.join(map(str, action.choices))}")
-        if action.nargs == 0 and not isinstance(value, bool):  # store_true flags
-            raise SearchError(f"{key}={value!r}: expected True or False")
-        checked[FLAG_FIELDS.get(key, key)] = value
-    if checked["scenario"] is None:
-        if checked["data"] is None:
-            raise SearchError("give game= (a built-in scenario) or data= (a dataset folder of your own)")
-        from ..config.scenarios import scenario_of
-
-        checked["scenario"] = scenario_of(checked["data"])
-    known = {f.name for f in fields(SearchOptions)}
-    opts = SearchOptions(**{k: v for k, v in checked.items() if k in known}, overrides=overrides,
-                         **{k: actions[k].default for k in known - set(checked) - {"overrides"}})
-    check_flags(opts)
-    return opts
 
 
 def main(argv: list[str] | None = None, trainable=None) -> int:
@@ -209,22 +170,12 @@ def main(argv: list[str] | None = None, trainable=None) -> int:
         opts = parse_options(argv)
         if opts.print_config or opts.dry_run:
             return run(opts, trainable)
-        run_search(**_keywords(opts), trainable=trainable)
+        run_search(options=opts, trainable=trainable)
         return 0
     except Interrupted:
         return EXIT_INTERRUPTED
     except (ConfigError, DataError, StageFailed, SearchError) as err:
         return error_exit(err)
-
-
-def _keywords(opts) -> dict[str, Any]:
-    """:func:`run_search`'s keywords of parsed flags."""
-    import inspect
-
-    names = [p for p in inspect.signature(run_search).parameters if p != "trainable"]
-    from .cli import FLAG_FIELDS
-
-    return {name: getattr(opts, FLAG_FIELDS.get(name, name)) for name in names}
 
 
 def load_model(source: str | Path, family: str = "time-dependent", tracking_uri: str | None = None,

@@ -1,18 +1,21 @@
-"""The command line of ``python -m focus_tune.search``: its flags, their checks and the one
-typed :class:`SearchOptions` the rest of the search reads (the argparse namespace ends here)."""
+"""The command line of ``python -m focus_tune.search``: the one typed :class:`SearchOptions` the
+rest of the search reads, each of its fields a flag (the parser is written from them, the
+argparse namespace ends here), and the checks of the flags."""
 
 from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from ..arguments import OneLineParser, int_at_least, number_above, version_text
+from ..arguments import (OneLineParser, add_flags, check_value, flag, flag_fields, flag_name, int_at_least,
+                         number_above, parsed, version_text)
+from ..config.scenarios import ScenarioFlags, scenario_from
 from ..config.space import parse_override
 from ..data import BUILTIN_SCENARIOS
-from ..names import JOINT_SEARCHES, PROFILES
+from ..names import JOINT_SEARCHES
 from ..errors import SearchError
 
 
@@ -22,172 +25,6 @@ from ..errors import SearchError
 # between a family and image-blind seen there (0.0092). Measured by
 # benchmarks/bench_small_data.py; docs/DATA.md, "How small".
 MIN_SPLIT_ITEMS = 180
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """What the user asked for, checked; the defaults are the parser's (:func:`build_parser`)."""
-
-    scenario: str  # --game: a built-in scenario; or (--data without --game) the dataset's name
-    profile: str
-    space: Path | None
-    data: Path | None
-    data_root: Path
-    storage: str
-    address: str | None
-    tracking_uri: str | None
-    cpus_per_trial: float  # also the trial's torch threads
-    gpus_per_trial: float
-    max_concurrent: int | None
-    pack: int | str  # trainings per trial (focus_tune.sim.packed); 1: one per trial; "auto": rates.auto_pack
-    wait_for_resources: bool
-    seed: int
-    final_seeds: int | None  # None: the search space's
-    resume: bool
-    joint_search: str
-    joint_budget: int | None
-    register: str | None
-    max_retries: int
-    dry_run: bool
-    cluster_gpus: int | None
-    trial_minutes: float | None
-    gpu_type: str | None = None  # with --dry-run: the cluster's GPU, checked against the rates' card
-    rates: Path | None = None  # with --dry-run: a rates file of benchmarks/gpu_check.py (rates.load_gpu_rates)
-    print_config: bool = False
-    overrides: tuple[tuple[str, Any], ...] = ()  # --set KEY=VALUE, in order (config.apply_overrides)
-    name: str | None = None  # the run folder's and the MLflow parent run's name
-    experiment: str | None = None  # the MLflow experiment
-    tensorboard: bool = False  # Ray Tune's TensorBoard event files in each trial's folder
-    allow_small: bool = False  # search a dataset of one's own whose test or val split is below MIN_SPLIT_ITEMS
-
-    @property
-    def builtin(self) -> bool:
-        """Whether the scenario is a built-in one (its packaged search space and GPU rates apply)."""
-        return self.scenario in BUILTIN_SCENARIOS
-
-    @property
-    def folder_name(self) -> str:
-        """The run folder's name under --storage: --name, or ``<scenario>-<profile>-seed<s>``."""
-        return self.name if self.name is not None else f"{self.scenario}-{self.profile}-seed{self.seed}"
-
-    @property
-    def parent_run_name(self) -> str:
-        """The MLflow parent run's name: --name, or ``search-<profile>-seed<s>``."""
-        return self.name if self.name is not None else f"search-{self.profile}-seed{self.seed}"
-
-    @property
-    def experiment_name(self) -> str:
-        """The MLflow experiment: --experiment, or ``focus-tune/<scenario>``."""
-        return self.experiment if self.experiment is not None else f"focus-tune/{self.scenario}"
-
-
-# The flags whose SearchOptions field has another name (the flag's, and run_search's keyword, kept).
-FLAG_FIELDS = {"game": "scenario"}
-
-
-def parse_options(argv: Sequence[str] | None = None) -> SearchOptions:
-    """The flags as :class:`SearchOptions`; argparse exits on a bad flag, a SearchError names
-    a bad combination (:func:`check_flags`), a DataError an unreadable --data manifest."""
-    parser = build_parser()
-    args = {FLAG_FIELDS.get(k, k): v for k, v in vars(parser.parse_args(argv)).items()}
-    if args["scenario"] is None:
-        if args["data"] is None:
-            parser.error("the following arguments are required: --game (or --data DIR, a dataset of your own)")
-        from ..config.scenarios import scenario_of
-
-        args["scenario"] = scenario_of(args["data"])
-    args["overrides"] = tuple(parse_override(text) for text in args["overrides"])  # a ConfigError names a bad one
-    options = SearchOptions(**args)
-    check_flags(options)
-    return options
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
-        prog="python -m focus_tune.search",
-        description="Staged search of the time-dependent logit regularization of a foCus simulator.",
-    )
-    p.add_argument("--game", choices=BUILTIN_SCENARIOS,
-                   help="a built-in scenario (search_spaces/<scenario>.yaml); without it, --data names the scenario")
-    p.add_argument("--profile", default="quick", choices=PROFILES,
-                   help="smoke: seconds (tests); quick: a laptop (default); paper: the paper's sizes (GPUs)")
-    p.add_argument("--space", type=Path, help="a search-space YAML of your own instead of the packaged one")
-    p.add_argument("--data", type=Path,
-                   help="a dataset folder instead of the built-in data: your own (python -m focus_tune.data "
-                        "import-table / import-arrays; the search is then named after the dataset and, "
-                        "without --space, uses the generic search space) or an imported built-in scenario")
-    p.add_argument("--data-root", type=Path, default=Path("data_cache"),
-                   help="where built-in datasets are built and cached (default: ./data_cache)")
-    p.add_argument("--storage", default="runs",
-                   help="Ray Tune storage: a folder (default runs/), on a multi-node cluster one every node "
-                        "reaches, or a URI such as s3://bucket/prefix (the search state and report then "
-                        "stay in runs/ on the driver's machine)")
-    p.add_argument("--address", help="an existing Ray cluster: 'auto' on one of its nodes (a job's driver, the head), "
-                                     "or its GCS HOST:PORT; default: start a local Ray")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")
-    # One CPU (one torch thread) per trial: measured fastest on a laptop (search/driver.py, fit).
-    p.add_argument("--cpus-per-trial", type=number_above(0.0), default=1.0,
-                   help="CPUs per trial, also its torch threads (default 1)")
-    p.add_argument("--gpus-per-trial", type=number_above(0.0, inclusive=True), default=0.0,
-                   help="GPUs per trial; fractions below 1 share a GPU")
-    p.add_argument("--max-concurrent", type=int_at_least(1),
-                   help="at most this many trials at once (default: no limit)")
-    p.add_argument("--pack", type=pack_size, default=1,
-                   help="train up to this many runnable candidates together as one trial, one program on its "
-                        "device (for GPUs: docs/BENCHMARKS.md, 'Packed trials'); each keeps its own MLflow run, "
-                        "checkpoint and result. 'auto': 1 without GPUs, else from the measured pack rates "
-                        "(focus_tune/procedure/gpu_pack_rates.json). Default 1: one per trial, the right choice on "
-                        "a CPU")
-    p.add_argument("--wait-for-resources", action="store_true",
-                   help="start even when no node has the CPUs/GPUs a trial needs, and wait for an autoscaler "
-                        "to add one (default: fail at once, naming what the cluster has)")
-    p.add_argument("--seed", type=int_at_least(0), default=0,
-                   help="search seed; the finals use seed, seed+1, ... (--final-seeds of them)")
-    p.add_argument("--final-seeds", type=int_at_least(1),
-                   help="retrainings of each family's winner, one per seed (default: the search space's "
-                        "final_seeds, 3 as in the paper); the families share their seeds, so they are compared paired")
-    p.add_argument("--resume", action="store_true", help="continue the search in its run folder")
-    p.add_argument("--joint-search", choices=JOINT_SEARCHES, default="grid",
-                   help="the joint lambda_all x k2 stage: the paper's grid, or Optuna with --joint-budget trainings")
-    p.add_argument("--joint-budget", type=int_at_least(1),
-                   help="with --joint-search optuna: joint trainings Optuna may spend (default: half the grid's)")
-    p.add_argument("--register", metavar="NAME", type=registered_name,
-                   help="register each family's final model as a version of the MLflow registered model NAME, "
-                        "with the family as its alias (models:/NAME@time-dependent)")
-    p.add_argument("--max-retries", type=int_at_least(0), default=2,
-                   help="retries of a crashed trial from its checkpoint")
-    p.add_argument("--dry-run", action="store_true", help="print the trial plan and its cost, run nothing")
-    p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
-                   help="override one key of the resolved search space, e.g. train.epochs=12, grid.lambdas=[0.01,0.1], "
-                        "final_seeds=2 (the value read as YAML; repeatable; checked as the file is; docs/CONFIG.md "
-                        "lists the keys); recorded in the search state, the MLflow parent run (set.KEY) and the report")
-    p.add_argument("--print-config", action="store_true",
-                   help="print the resolved search space as YAML (a file --space reads), --set applied, and exit")
-    p.add_argument("--name", type=run_name,
-                   help="the run folder's name under --storage and the MLflow parent run's "
-                        "(default: <scenario>-<profile>-seed<seed>)")
-    p.add_argument("--experiment", type=experiment_name,
-                   help="the MLflow experiment (default: focus-tune/<scenario>)")
-    p.add_argument("--tensorboard", action="store_true",
-                   help="also write Ray Tune's TensorBoard event files into each trial's folder "
-                        "(tensorboard --logdir <run folder>/search); Tune's JSON logs are always written")
-    p.add_argument("--allow-small", action="store_true",
-                   help=f"search a dataset of your own whose test or validation split holds fewer than "
-                        f"{MIN_SPLIT_ITEMS} items (refused otherwise: its ECE could not tell a family from "
-                        "image-blind; docs/DATA.md, 'How small')")
-    p.add_argument("--version", action="version", version=version_text())
-    p.add_argument("--cluster-gpus", type=int_at_least(1),
-                   help="with --dry-run: estimate wall time and GPU-hours on this many GPUs")
-    p.add_argument("--trial-minutes", type=number_above(0.0),
-                   help="with --cluster-gpus: minutes per training at --gpus-per-trial "
-                        "(default: measured from this search's run folder, if any)")
-    p.add_argument("--gpu-type", metavar="NAME", type=gpu_type,
-                   help="with --dry-run: the cluster's GPU (e.g. A10G, as Ray's accelerator_type); the dry run "
-                        "warns when the rates it costs from were measured on another card")
-    p.add_argument("--rates", metavar="PATH", type=Path,
-                   help="with --dry-run: GPU rates of your own card, written by python benchmarks/gpu_check.py "
-                        "--rates-out PATH (default: $FOCUS_TUNE_GPU_RATES, else the packaged ones of one NVIDIA H200)")
-    return p
 
 
 def pack_size(text: str) -> int | str:
@@ -227,6 +64,171 @@ def registered_name(text: str) -> str:
     if not text.strip() or any(ch in text for ch in "/:@"):
         raise argparse.ArgumentTypeError(f"{text!r}: a registered model name, without '/', ':' or '@'")
     return text
+
+
+@dataclass(frozen=True)
+class SearchOptions(ScenarioFlags):
+    """What the user asked for: every field a flag of ``python -m focus_tune.search`` (the
+    parser is written from them, :func:`build_parser`) and a keyword of ``run_search``, each
+    default the flag's. ``--game``, ``--profile`` and ``--data`` are every command's
+    (:class:`~focus_tune.config.scenarios.ScenarioFlags`); the scenario, None when --data names
+    it, and the --set overrides are resolved by :func:`resolved`, which the search reads."""
+
+    space: Path | None = flag("a search-space YAML of your own instead of the packaged one", type=Path)
+    data_root: Path = flag("where built-in datasets are built and cached (default: ./data_cache)",
+                           default=Path("data_cache"), type=Path)
+    storage: str = flag("Ray Tune storage: a folder (default runs/), on a multi-node cluster one every node reaches, "
+                        "or a URI such as s3://bucket/prefix (the search state and report then stay in runs/ on the "
+                        "driver's machine)", default="runs")
+    address: str | None = flag("an existing Ray cluster: 'auto' on one of its nodes (a job's driver, the head), or "
+                               "its GCS HOST:PORT; default: start a local Ray")
+    tracking_uri: str | None = flag("MLflow tracking URI (default: sqlite:///mlflow.db in the working directory)")
+    # One CPU (one torch thread) per trial: measured fastest on a laptop (search/driver.py, fit).
+    cpus_per_trial: float = flag("CPUs per trial, also its torch threads (default 1)", default=1.0,
+                                 type=number_above(0.0))
+    gpus_per_trial: float = flag("GPUs per trial; fractions below 1 share a GPU", default=0.0,
+                                 type=number_above(0.0, inclusive=True))
+    max_concurrent: int | None = flag("at most this many trials at once (default: no limit)", type=int_at_least(1))
+    # trainings per trial (focus_tune.sim.packed); 1: one per trial; "auto": rates.auto_pack
+    pack: int | str = flag("train up to this many runnable candidates together as one trial, one program on its "
+                           "device (for GPUs: docs/BENCHMARKS.md, 'Packed trials'); each keeps its own MLflow run, "
+                           "checkpoint and result. 'auto': 1 without GPUs, else from the measured pack rates "
+                           "(focus_tune/procedure/gpu_pack_rates.json). Default 1: one per trial, the right choice "
+                           "on a CPU", default=1, type=pack_size)
+    wait_for_resources: bool = flag("start even when no node has the CPUs/GPUs a trial needs, and wait for an "
+                                    "autoscaler to add one (default: fail at once, naming what the cluster has)",
+                                    default=False)
+    seed: int = flag("search seed; the finals use seed, seed+1, ... (--final-seeds of them)", default=0,
+                     type=int_at_least(0))
+    final_seeds: int | None = flag("retrainings of each family's winner, one per seed (default: the search space's "
+                                   "final_seeds, 3 as in the paper); the families share their seeds, so they are "
+                                   "compared paired", type=int_at_least(1))
+    resume: bool = flag("continue the search in its run folder", default=False)
+    joint_search: str = flag("the joint lambda_all x k2 stage: the paper's grid, or Optuna with --joint-budget "
+                             "trainings", default="grid", choices=JOINT_SEARCHES)
+    joint_budget: int | None = flag("with --joint-search optuna: joint trainings Optuna may spend (default: half "
+                                    "the grid's)", type=int_at_least(1))
+    register: str | None = flag("register each family's final model as a version of the MLflow registered model "
+                                "NAME, with the family as its alias (models:/NAME@time-dependent)", metavar="NAME",
+                                type=registered_name)
+    max_retries: int = flag("retries of a crashed trial from its checkpoint", default=2, type=int_at_least(0))
+    dry_run: bool = flag("print the trial plan and its cost, run nothing", default=False)
+    # --set KEY=VALUE, in order: the texts (or run_search's forms), (key, value) pairs once resolved
+    overrides: tuple[str | tuple[str, Any], ...] = flag(
+        "override one key of the resolved search space, e.g. train.epochs=12, grid.lambdas=[0.01,0.1], "
+        "final_seeds=2 (the value read as YAML; repeatable; checked as the file is; docs/CONFIG.md lists the keys); "
+        "recorded in the search state, the MLflow parent run (set.KEY) and the report",
+        default=(), name="--set", metavar="KEY=VALUE", repeat=True)
+    print_config: bool = flag("print the resolved search space as YAML (a file --space reads), --set applied, and "
+                              "exit", default=False)
+    name: str | None = flag("the run folder's name under --storage and the MLflow parent run's (default: "
+                            "<scenario>-<profile>-seed<seed>)", type=run_name)
+    experiment: str | None = flag("the MLflow experiment (default: focus-tune/<scenario>)", type=experiment_name)
+    tensorboard: bool = flag("also write Ray Tune's TensorBoard event files into each trial's folder (tensorboard "
+                             "--logdir <run folder>/search); Tune's JSON logs are always written", default=False)
+    allow_small: bool = flag(f"search a dataset of your own whose test or validation split holds fewer than "
+                             f"{MIN_SPLIT_ITEMS} items (refused otherwise: its ECE could not tell a family from "
+                             "image-blind; docs/DATA.md, 'How small')", default=False)
+    cluster_gpus: int | None = flag("with --dry-run: estimate wall time and GPU-hours on this many GPUs",
+                                    type=int_at_least(1))
+    trial_minutes: float | None = flag("with --cluster-gpus: minutes per training at --gpus-per-trial (default: "
+                                       "measured from this search's run folder, if any)", type=number_above(0.0))
+    gpu_type: str | None = flag("with --dry-run: the cluster's GPU (e.g. A10G, as Ray's accelerator_type); the dry "
+                                "run warns when the rates it costs from were measured on another card",
+                                metavar="NAME", type=gpu_type)
+    rates: Path | None = flag("with --dry-run: GPU rates of your own card, written by python benchmarks/gpu_check.py "
+                              "--rates-out PATH (default: $FOCUS_TUNE_GPU_RATES, else the packaged ones of one "
+                              "NVIDIA H200)", metavar="PATH", type=Path)
+
+    @property
+    def builtin(self) -> bool:
+        """Whether the scenario is a built-in one (its packaged search space and GPU rates apply)."""
+        return self.scenario in BUILTIN_SCENARIOS
+
+    @property
+    def folder_name(self) -> str:
+        """The run folder's name under --storage: --name, or ``<scenario>-<profile>-seed<s>``."""
+        return self.name if self.name is not None else f"{self.scenario}-{self.profile}-seed{self.seed}"
+
+    @property
+    def parent_run_name(self) -> str:
+        """The MLflow parent run's name: --name, or ``search-<profile>-seed<s>``."""
+        return self.name if self.name is not None else f"search-{self.profile}-seed{self.seed}"
+
+    @property
+    def experiment_name(self) -> str:
+        """The MLflow experiment: --experiment, or ``focus-tune/<scenario>``."""
+        return self.experiment if self.experiment is not None else f"focus-tune/{self.scenario}"
+
+
+# The flags of --dry-run and --print-config, which print and run no search: no keyword of run_search.
+PRINT_ONLY = ("dry_run", "print_config", "cluster_gpus", "trial_minutes", "gpu_type", "rates")
+# The search's words for the flags every command shares (ScenarioFlags' texts are the other commands').
+HELPS = {"data": "a dataset folder instead of the built-in data: your own (python -m focus_tune.data import-table / "
+                 "import-arrays; the search is then named after the dataset and, without --space, uses the generic "
+                 "search space) or an imported built-in scenario"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The search's parser: a flag per field of :class:`SearchOptions`, and --version."""
+    p = OneLineParser(
+        prog="python -m focus_tune.search",
+        description="Staged search of the time-dependent logit regularization of a foCus simulator.",
+    )
+    add_flags(p, SearchOptions, helps=HELPS)
+    p.add_argument("--version", action="version", version=version_text())
+    return p
+
+
+def parse_options(argv: Sequence[str] | None = None) -> SearchOptions:
+    """The flags as :class:`SearchOptions`, :func:`resolved`; argparse exits on a bad flag (and
+    on neither --game nor --data), a SearchError names a bad combination (:func:`check_flags`),
+    a DataError an unreadable --data manifest, a ConfigError a bad --set."""
+    parser = build_parser()
+    options = SearchOptions(**parsed(SearchOptions, parser.parse_args(argv)))
+    try:
+        scenario = scenario_from(options.scenario, options.data)
+    except SearchError as err:  # neither --game nor --data: argparse's failure, as a missing flag's
+        parser.error(str(err))
+    return resolved(replace(options, scenario=scenario))
+
+
+def check_values(options: SearchOptions) -> SearchOptions:
+    """Options given in Python (``run_search``), each value checked and converted as its flag's
+    text is (its type, its choices; ``arguments.check_value``); a SearchError names the keyword.
+    A ``game`` beside ``data`` may be the dataset's own name (checked with the dataset)."""
+    values = {}
+    for name, f in flag_fields(SearchOptions).items():
+        value = getattr(options, name)
+        if name == "overrides" or (name == "scenario" and options.data is not None and isinstance(value, str)):
+            values[name] = value  # the overrides: override_pairs; a dataset's own name: check_scenario
+            continue
+        try:
+            values[name] = check_value(f, value)
+        except (argparse.ArgumentTypeError, ValueError) as err:
+            keyword = flag_name(f).lstrip("-").replace("-", "_")  # run_search's keyword: game for scenario
+            raise SearchError(f"{keyword}={value!r}: {err}") from None
+    return SearchOptions(**values)
+
+
+def resolved(options: SearchOptions) -> SearchOptions:
+    """``options`` as the search reads them: the scenario by the rule every command follows
+    (``config.scenarios.scenario_from``), the --set overrides as (key, value) pairs
+    (:func:`override_pairs`), checked across flags (:func:`check_flags`)."""
+    options = replace(options, scenario=scenario_from(options.scenario, options.data),
+                      overrides=override_pairs(options.overrides))
+    check_flags(options)
+    return options
+
+
+def override_pairs(overrides: Mapping[str, Any] | Iterable[str] | Iterable[tuple[str, Any]]
+                   ) -> tuple[tuple[str, Any], ...]:
+    """--set's overrides as (key, value) pairs, in order: of ``{"train.epochs": 5}``,
+    ``["train.epochs=5"]`` (each text read as --set reads it; a ConfigError names a bad one) or
+    ``[("train.epochs", 5)]``."""
+    if isinstance(overrides, Mapping):
+        return tuple((str(k), v) for k, v in overrides.items())
+    return tuple(parse_override(item) if isinstance(item, str) else tuple(item) for item in overrides)
 
 
 def check_flags(args: SearchOptions) -> None:
