@@ -13,7 +13,7 @@ variant, so the variants share their uniforms):
 * (b) per-entry live: one T per entry with >= --min-rows live rows, pooled elsewhere
   (fit_per_entry);
 * (c) grid: one T on --grid chosen by the validation *sampled* marginal ECE, the way the
-  search chooses lambda (choose_on_grid).
+  search chooses lambda (choose_staged, one T for all entries).
 
 Printed per variant: sequence-level marginal ECE, ECE over entries 1-40 and 41-L (1-based),
 CE, coverage of I_alpha, the fraction of intervals that end at L, the leak, and the
@@ -132,10 +132,13 @@ def main() -> None:
                      **common)
         return r["marginal/ece"]
 
-    grid = temp.choose_on_grid(val_ece, args.grid, L, live)
+    def lowest(scored, se):  # the lowest validation ECE, no tie rule: what the grid alone says
+        return min(range(len(scored)), key=lambda i: scored[i][0])
+
+    grid = temp.choose_staged(lambda t: val_ece(float(t[0])), args.grid, L, 0, lowest, lambda a, b: 0.0, live)
     fits["(c) grid by val ECE"] = grid
     say(f"(c) grid, validation sampled marginal ECE ({time.perf_counter() - t0:.0f} s): "
-        + "  ".join(f"T={g:g}: {s:.4f}" for g, s in grid.scores.items()) + f"  -> T={grid.pooled:g}")
+        + "  ".join(f"T={g:g}: {s:.4f}" for g, s in grid.scores["all"].items()) + f"  -> T={grid.pooled:g}")
 
     s = args.split_entry - 1
     say()

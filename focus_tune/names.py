@@ -19,6 +19,12 @@ SELECT_NAMES = {"ece": "ECE", "ece_debiased": "debiased squared ECE", "brier": "
 # run, so MLflow shows one naming scheme.
 TEMPERATURE_SCALED = "temperature-scaled"
 TS_PREFIX = f"{TEMPERATURE_SCALED}/test/"
+# The unregularized finals with a temperature per entry chosen as the schedule is (T_1..T_k1
+# one entry at a time on the validation ECE, then one T for the rest): the post-hoc rival
+# that mirrors the method.
+TIME_DEPENDENT_TEMPERATURE = "time-dependent temperature"
+TDT_PREFIX = f"{TIME_DEPENDENT_TEMPERATURE}/test/"
+TEMPERATURE_ROWS = (TEMPERATURE_SCALED, TIME_DEPENDENT_TEMPERATURE)  # the rows made of a 'none' final
 
 # A trained row whose I_0.9 is calibrated by split conformal prediction on the validation split
 # (focus_tune.scoring.conformal): the row "<family> +conformal". A final reports its own model's under
@@ -26,7 +32,12 @@ TS_PREFIX = f"{TEMPERATURE_SCALED}/test/"
 CONFORMAL = "+conformal"
 CONFORMAL_PREFIX = "conformal/test/"
 TS_CONFORMAL_PREFIX = f"{TEMPERATURE_SCALED}/{CONFORMAL_PREFIX}"
-CONFORMAL_BASES = ("none", "constant", "time-dependent", TEMPERATURE_SCALED)  # the rows calibrated
+TDT_CONFORMAL_PREFIX = f"{TIME_DEPENDENT_TEMPERATURE}/{CONFORMAL_PREFIX}"
+CONFORMAL_BASES = ("none", "constant", "time-dependent", *TEMPERATURE_ROWS)  # the rows calibrated
+# What a 'none' final reports of the rows made of it (beside its own test/... and CONFORMAL_PREFIX).
+FINAL_ROW_PREFIXES = (TS_PREFIX, TS_CONFORMAL_PREFIX, TDT_PREFIX, TDT_CONFORMAL_PREFIX)
+# A temperature row's cost: the seconds of validation sampling its choice took (a 'none' final's result key).
+POSTHOC_SECONDS = {TEMPERATURE_SCALED: "time/temperature_s", TIME_DEPENDENT_TEMPERATURE: "time/time_dependent_temperature_s"}
 
 
 def conformal_row(row: str) -> str:

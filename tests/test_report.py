@@ -640,3 +640,30 @@ def test_a_degenerate_paired_test_is_flagged():
                                     for r in finals["none"]]  # differs on one metric on every seed: no flag
     lines = difference_lines(list(finals), finals)
     assert not any(DEGENERATE_MARK in line for line in lines)
+
+
+def test_a_time_dependent_temperature_row_is_split_off_none_and_shows_its_temperatures():
+    """A 'none' final reports both temperature rows under their prefixes; the report makes each
+    a row of its own (with its +conformal row) and the chosen-schedules table names every T."""
+    from focus_tune.report.markdown import chosen_temperatures
+    from focus_tune.scoring.baselines import split_conformal, split_temperature_scaled
+    from focus_tune.search.outputs import posthoc_costs
+
+    none = [{"seed": s, "test/marginal/ece": 0.05, "temperature-scaled/test/marginal/ece": 0.04,
+             "temperature-scaled/test/temperature_pooled": 1.1,
+             "time-dependent temperature/test/marginal/ece": 0.03,
+             "time-dependent temperature/test/temperature_pooled": 0.9,
+             **{f"time-dependent temperature/test/temperature_{i}": 1.25 for i in (1, 2, 3)},
+             "time-dependent temperature/conformal/test/interval/coverage": 0.9} for s in (0, 1)]
+    rows = split_conformal({"none": none})
+    assert [r["test/interval/coverage"] for r in rows["time-dependent temperature +conformal"]] == [0.9, 0.9]
+    own, scaled = split_temperature_scaled(rows["none"])
+    own, staged = split_temperature_scaled(own, "time-dependent temperature/test/")
+    assert [r["test/marginal/ece"] for r in own] == [0.05, 0.05] and staged[0]["test/marginal/ece"] == 0.03
+    assert chosen_temperatures(scaled[0]) == "1.1"
+    assert chosen_temperatures(staged[0]) == "1.25/1.25/1.25/rest 0.9"
+    assert chosen_temperatures({"test/marginal/ece": 0.05}) == ""
+    costs = posthoc_costs({"final-none-s0": {"temperature-scaled": 2.0, "time-dependent temperature": 9.0},
+                           "final-none-s1": {"temperature-scaled": 4.0, "time-dependent temperature": 11.0}})
+    assert costs == {"temperature-scaled": {"mean": 3.0, "finals": 2},
+                     "time-dependent temperature": {"mean": 10.0, "finals": 2}}

@@ -11,7 +11,7 @@ from scipy.special import log_softmax
 from focus_tune.scoring import montecarlo
 from focus_tune.scoring.evaluation import draw_samples, evaluate, teacher_forced_logits
 from focus_tune.scoring.temperature import (
-    BOUNDS, choose_on_grid, fit_per_entry, fit_pooled, live_mask, paired_bootstrap_se)
+    BOUNDS, fit_per_entry, fit_pooled, live_mask, paired_bootstrap_se)
 from focus_tune.sim.device_split import DeviceSplit
 
 from chain import chain_simulator, draw_chain
@@ -122,38 +122,26 @@ def test_at_bound_is_counted():
     assert flat.pooled == BOUNDS[1] and flat.at_bound == 1
 
 
-def test_choose_on_grid():
-    fit = choose_on_grid(lambda t: (t - 1.2) ** 2, [0.8, 1.0, 1.2, 1.4], length=7)
-    assert fit.pooled == 1.2 and fit.at_bound == 0 and fit.method == "grid"
-    np.testing.assert_array_equal(fit.temperature, np.full(7, 1.2))
-    assert set(fit.scores) == {0.8, 1.0, 1.2, 1.4}
-    # Ties go to the value nearest to no change; a choice at the edge of the grid is at a bound.
-    assert choose_on_grid(lambda t: 0.0, [0.5, 1.0, 2.0], 3).pooled == 1.0
-    edge = choose_on_grid(lambda t: -t, [0.9, 1.1], 3)
-    assert edge.pooled == 1.1 and edge.at_bound == 3
-    assert np.isnan(edge.margin) and np.isnan(edge.margin_se)  # no noise guard asked
+def test_the_tie_rule_keeps_t_1_unless_a_temperature_beats_it_by_more_than_the_noise():
+    """choose_staged with the search's tie rule: quick H.E.R.O. seed 0's validation ECEs (0.9
+    beats 1.0 by 0.0015): within one SE of the lowest, T = 1 is kept; beyond it, 0.9 wins."""
+    from focus_tune.procedure.plan import tie_rule
+    from focus_tune.scoring.temperature import choose_staged
 
+    ece = {0.9: 0.0193, 1.0: 0.0208, 1.1: 0.0225}
 
-def test_choose_on_grid_keeps_t_1_unless_the_margin_beats_the_noise():
-    score = {0.9: 0.0193, 1.0: 0.0208, 1.1: 0.0225}.get  # quick H.E.R.O. seed 0's validation ECEs
-    asked = []
+    def choose(se, tie_se=1.0):
+        return choose_staged(lambda t: ece[float(t[0])], [0.9, 1.0, 1.1], 4, 0,
+                             lambda scored, diff_se: tie_rule(scored, tie_se, diff_se)[0], lambda a, b: se)
 
-    def se(best, one):
-        asked.append((best, one))
-        return 0.001
-
-    kept = choose_on_grid(score, [0.9, 1.0, 1.1], 4, margin_se=se)  # margin 0.0015 < 2 x 0.001
-    assert kept.pooled == 1.0 and asked == [(0.9, 1.0)]
-    assert kept.margin == pytest.approx(0.0015) and kept.margin_se == 0.001
-    assert kept.summary()["temperature_margin"] == pytest.approx(0.0015)
-    moved = choose_on_grid(score, [0.9, 1.0, 1.1], 4, margin_se=lambda b, o: 0.0007)  # 0.0015 > 0.0014
+    kept = choose(0.002)  # 0.0015 < 1 x 0.002
+    assert kept.pooled == 1.0 and kept.margin == 0.0 and kept.margin_se == 0.0 and kept.at_bound == 0
+    moved = choose(0.001)  # 0.0015 > 1 x 0.001
     assert moved.pooled == 0.9 and moved.at_bound == 4  # 0.9 is the grid's edge
-    looser = choose_on_grid(score, [0.9, 1.0, 1.1], 4, margin_se=lambda b, o: 0.001, z=1.0)
-    assert looser.pooled == 0.9
-    best_is_one = choose_on_grid(lambda t: abs(t - 1), [0.9, 1.0, 1.1], 2, margin_se=lambda b, o: 1 / 0)
-    assert best_is_one.pooled == 1.0 and best_is_one.margin == 0.0 and best_is_one.margin_se == 0.0
-    with pytest.raises(ValueError, match="1.0 on the grid"):
-        choose_on_grid(score, [0.9, 1.1], 4, margin_se=se)
+    assert moved.margin == pytest.approx(0.0015) and moved.margin_se == 0.001
+    assert moved.summary()["temperature_margin"] == pytest.approx(0.0015)
+    assert choose(0.001, tie_se=2.0).pooled == 1.0  # the old 2-SE guard kept it
+    assert moved.scores == {"all": ece}
 
 
 def test_paired_bootstrap_se_matches_the_standard_error_of_a_mean_difference():
@@ -248,22 +236,29 @@ def test_the_unregularized_final_reports_its_grid_temperature():
         return TrialSplits(Splits(split("train", 3, n), split("val", 1, n), split("test", 2, n)), train, info,
                            torch.device("cpu"))
 
-    out, files = score_final(sim, splits(), train, info, seed=0, with_temperature=True)
+    out, files = score_final(sim, splits(), train, info, seed=0, with_temperature=True, k1=3)
 
     t = out["temperature-scaled/test/temperature_pooled"]
     assert t in GRID and t <= 0.9  # the model is too unsure: the validation ECE asks for a cooler T
     assert out["temperature-scaled/test/temperature_at_bound"] == (L if t in (min(GRID), max(GRID)) else 0)
     assert out["temperature-scaled/test/temperature_mean"] == pytest.approx(t)
     assert "temperature-scaled/test/marginal/ece" in out and "test/marginal/ece" in out
-    grid = files["temperature-scaled/test/per_entry"]["temperature_grid"]
+    grid = files["temperature-scaled/test/per_entry"]["temperature_grid"]["all"]
     assert grid["T"] == list(GRID) and len(grid["val_ece"]) == len(GRID)
-    assert min(grid["val_ece"]) == grid["val_ece"][list(GRID).index(t)]
     margin, se = out["temperature-scaled/test/temperature_margin"], out["temperature-scaled/test/temperature_margin_se"]
-    assert margin > 2 * se > 0  # the cooler T had to beat T = 1 by twice the noise of the difference
+    assert margin > train.tie_se * se > 0  # the cooler T had to beat T = 1 by the tie rule's margin
+    # The time-dependent temperature: T_1..T_3 then the rest, each cooler or 1, its cost recorded
+    staged = [out[f"time-dependent temperature/test/temperature_{i}"] for i in (1, 2, 3)]
+    rest = out["time-dependent temperature/test/temperature_pooled"]
+    assert all(x in GRID and x <= 1.0 for x in (*staged, rest)) and min(*staged, rest) < 1.0
+    stages = files["time-dependent temperature/test/per_entry"]["temperature_grid"]
+    assert list(stages) == ["T1", "T2", "T3", "rest"]
+    assert "time-dependent temperature/test/marginal/ece" in out and "time-dependent temperature/conformal/test/interval/coverage" in out
+    assert out["time/time_dependent_temperature_s"] > 0 and out["time/temperature_s"] > 0
 
     # The chain itself (calibrated): no candidate beats T = 1 beyond the noise, so T = 1 stays
     # and the row repeats the unscaled one exactly (the same uniforms, the same model). Fewer
-    # items and draws: keeping T = 1 needs no power (the 2-SE margin guards it at any noise).
+    # items and draws: keeping T = 1 needs no power (the tie margin guards it at any noise).
     few = dataclasses.replace(train, num_samples=20)
     calibrated, _ = score_final(chain_simulator(P=FAST), splits(100, few), few, info, seed=0, with_temperature=True)
     assert calibrated["temperature-scaled/test/temperature_pooled"] == 1.0

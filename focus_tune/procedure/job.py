@@ -59,7 +59,9 @@ class TrialJob:
     ``source_checkpoint``, only evaluate that trained model on the test set).
 
     resume_from: the checkpoint a resumed search continues from (a retry after a crash
-    uses Tune's own checkpoint instead); threads: torch threads of the trial.
+    uses Tune's own checkpoint instead); threads: torch threads of the trial; k1: the
+    schedule's k1, the stages of a ``none`` final's time-dependent temperature (None: that
+    row is not scored).
     """
 
     spec: TrialSpec
@@ -68,6 +70,7 @@ class TrialJob:
     source_checkpoint: str | None = None
     resume_from: str | None = None
     threads: int = 1
+    k1: int | None = None
 
     @property
     def trial_id(self) -> str:

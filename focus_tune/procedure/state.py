@@ -63,6 +63,8 @@ class SearchState:
     # "score", "influence"}), and the trainings the race stopped -> why (racing.Lost's fields)
     race: dict[str, dict] = field(default_factory=dict)
     stopped: dict[str, dict] = field(default_factory=dict)
+    # a 'none' final's post-hoc rows: trial id -> {row: seconds of validation sampling to choose its temperatures}
+    posthoc_seconds: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> "SearchState":
@@ -75,7 +77,7 @@ class SearchState:
             names = {f for f in cls.__dataclass_fields__ if f != "path"}
             kinds = {"results": dict, "influence": dict, "checkpoints": dict, "finals": dict, "trial_seconds": dict,
                      "fit_seconds": list, "slots": int, "attempts": int, "drivers": list, "fingerprint": dict,
-                     "race": dict, "stopped": dict}
+                     "race": dict, "stopped": dict, "posthoc_seconds": dict}
             if not isinstance(raw, dict) or set(raw) - names:
                 what = f"not a search state (fields {short(sorted(raw) if isinstance(raw, dict) else raw)})"
             else:

@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 from ..names import CONFORMAL, CONFORMAL_BASES, conformal_row
 from ..names import FAMILIES as SEARCH_FAMILIES
 
-BASELINES = ("temperature-scaled", "image-blind", "image-Bayes", "oracle", "exact")
+BASELINES = ("temperature-scaled", "time-dependent temperature", "image-blind", "image-Bayes", "oracle", "exact")
 # The trained rows with I_0.9 calibrated by split conformal on the validation split: a table of their own.
 CONFORMAL_ROWS = tuple(conformal_row(r) for r in CONFORMAL_BASES)
 ROWS = (*SEARCH_FAMILIES, *BASELINES, *CONFORMAL_ROWS)  # every row of a report, in order
@@ -16,7 +16,8 @@ ROWS = (*SEARCH_FAMILIES, *BASELINES, *CONFORMAL_ROWS)  # every row of a report,
 REFERENCES = ("image-blind", "image-Bayes", "oracle", "exact")
 # What a baseline row is, in the chosen-schedules table.
 BASELINE_SCHEDULES = {
-    "temperature-scaled": "the none finals with one temperature chosen by validation sampled ECE (T = 1 unless beaten by 2 SE)",
+    "temperature-scaled": "the none finals with one temperature chosen by validation sampled ECE (the search's tie rule)",
+    "time-dependent temperature": "the none finals with T_1..T_k1 then one T for the rest, chosen as the schedule is",
     "image-blind": "M training sequences per item, no image",
     "image-Bayes": "M samples: an age from its posterior given the face, then the chain",
     "oracle": "M samples from the true process",
@@ -33,7 +34,7 @@ def conformal_base(row: str) -> str:
 
 
 FAMILY_COLORS = {"none": "black", "constant": "tab:blue", "time-dependent": "tab:red",
-                 "temperature-scaled": "tab:orange", "image-blind": "tab:gray", "image-Bayes": "tab:cyan",
+                 "temperature-scaled": "tab:orange", "time-dependent temperature": "sienna", "image-blind": "tab:gray", "image-Bayes": "tab:cyan",
                  "oracle": "tab:green", "exact": "tab:olive"}
 OTHER_COLORS = ("tab:purple", "tab:brown", "tab:pink")
 COVERAGE_TARGET = 0.9
@@ -84,7 +85,7 @@ INTERVAL = (
 )
 SHORT_LABELS = {"calibrated level": "q", "RMSE to exact": "RMSE", "relative width": "rel.width", "relative MAE": "rel.MAE",
                 "ECE debiased": "ECE-db", "overconfidence": "overconf", "interval score": "IS"}
-COMPARED = ("constant", "time-dependent", "temperature-scaled")  # each against "none"
+COMPARED = ("constant", "time-dependent", "temperature-scaled", "time-dependent temperature")  # each against "none"
 COMPARED_COLUMNS = (MARGINAL[0], MARGINAL[1], MARGINAL[4], MARGINAL[3], MARGINAL[6], INTERVAL[0], INTERVAL[1],
                     INTERVAL[3])
 CONFORMAL_COLUMNS = (

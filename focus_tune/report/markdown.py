@@ -7,6 +7,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..names import TEMPERATURE_ROWS
 from ..scoring.metrics import LABEL_REDRAWS, LABEL_SD_KEYS
 from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, CONFORMAL_COLUMNS,
                       COVERAGE_TARGET, INTERVAL, MARGINAL, NA, Column, conformal_base, group_columns, is_conformal)
@@ -14,14 +15,18 @@ from .stats import differences, one_sample_test, to_float
 from .tables import all_na, markdown_table, plain_table, shown_columns
 from .trace import search_lines
 
-TEMPERATURE_KEY = "test/temperature_pooled"  # the temperature a temperature-scaled row used
+TEMPERATURE_KEY = "test/temperature_pooled"  # the temperature a temperature-scaled row used (the rest's, per entry)
+TEMPERATURE_ENTRY_KEY = "test/temperature_"  # + i: entry i's own temperature in a time-dependent temperature row
 
 BASELINE_NOTE = (
     "Rows. Every sampled row draws M sequences per test item and goes through the models' own "
     "estimator and metrics (same M, same bins), so it carries the same Monte Carlo noise: "
     "*temperature-scaled* is the `none` final of each seed with one temperature chosen on a grid by "
-    "the validation sampled ECE (as the search chooses lambda; T = 1 unless another temperature beats it by twice "
-    "the noise of the difference), no retraining, tested with the unscaled row's uniforms; *image-blind* draws each item's M sequences from the training sequences "
+    "the validation sampled ECE (as the search chooses lambda, with its tie rule: the temperature closest to 1 "
+    "within the tie margin of the lowest), no retraining, tested with the unscaled row's uniforms; "
+    "*time-dependent temperature* chooses a temperature per entry the way the schedule chooses lambda_i "
+    "(T_1..T_k1 one entry at a time, then one T for the rest), applied to each entry's logits in the "
+    "sampler; *image-blind* draws each item's M sequences from the training sequences "
     "(no image); *image-Bayes* (procedural FaceMed) draws an age from its posterior given the face's "
     "apparent age, then the chain: the best any image-only simulator can do, and so the target there; "
     "*oracle* samples the true process given the hidden truth (on the Atari data the frame fixes the "
@@ -73,11 +78,24 @@ def _schedule_lines(families: Sequence[str], finals: Mapping, schedules: Mapping
     lines = ["## Chosen schedules", "", "| family | schedule | seeds |", "|---|---|---:|"]
     for f in families:
         schedule = str(schedules.get(f, BASELINE_SCHEDULES.get(f, NA))).replace("|", "\\|")
-        chosen = [to_float(r.get(TEMPERATURE_KEY)) for r in finals[f]]
-        if any(math.isfinite(t) for t in chosen):
-            schedule += "; T per seed: " + ", ".join(f"{t:g}" for t in chosen)
+        chosen = [chosen_temperatures(r) for r in finals[f]]
+        if any(chosen):
+            schedule += "; T per seed: " + ", ".join(chosen)
         lines.append(f"| {f} | `{schedule}` | n={len(finals[f])} |")
     return lines + [""]
+
+
+def chosen_temperatures(row: Mapping) -> str:
+    """A temperature row's chosen temperatures as text: "0.9" (one T), or "1.1/1.25/1/rest 0.9"
+    (T_1..T_k1, ``test/temperature_<i>``, then the rest's); "" for a row without one."""
+    entries = sorted((int(k.rsplit("_", 1)[1]), to_float(v)) for k, v in row.items()
+                     if k.startswith(TEMPERATURE_ENTRY_KEY) and k.rsplit("_", 1)[1].isdigit())
+    rest = to_float(row.get(TEMPERATURE_KEY))
+    if not math.isfinite(rest):
+        return ""
+    if not entries:
+        return f"{rest:g}"
+    return "/".join(f"{t:g}" for _, t in entries) + f"/rest {rest:g}"
 
 
 def _skipped_lines(skipped: Sequence[str]) -> list[str]:
@@ -175,7 +193,7 @@ def degenerate_notes(compared: Sequence[str], same: Mapping[str, list], diffs: M
         if not same[f]:
             continue
         pairs = max((d.pairs for c in cols if (d := diffs.get(f"{f}/{c.key}")) is not None), default=0)
-        why = " (T = 1 there: temperature scaling left none's model as it was)" if f == "temperature-scaled" else ""
+        why = " (T = 1 there: temperature scaling left none's model as it was)" if f in TEMPERATURE_ROWS else ""
         seeds = ", ".join(str(s) for s in same[f])
         others = pairs - len(same[f])
         if others <= 0:

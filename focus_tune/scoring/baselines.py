@@ -41,7 +41,8 @@ import numpy as np
 
 import torch
 
-from ..names import CONFORMAL_PREFIX, TEMPERATURE_SCALED, TS_CONFORMAL_PREFIX, TS_PREFIX, conformal_row
+from ..names import (CONFORMAL_PREFIX, TDT_CONFORMAL_PREFIX, TDT_PREFIX, TEMPERATURE_SCALED, TIME_DEPENDENT_TEMPERATURE,
+                     TS_CONFORMAL_PREFIX, TS_PREFIX, conformal_row)
 from . import metrics, montecarlo
 from .evaluation import Scoring, censoring_weights, condition_items, score, test_result
 from .montecarlo import Drawn, Estimates, estimates_from_marginals
@@ -73,13 +74,14 @@ def split_prefixed(rows: Sequence[dict], prefix: str) -> tuple[list[dict], list[
     return own, other
 
 
-def split_temperature_scaled(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
-    """Split the 'none' finals' results into their own rows and the temperature-scaled rows.
+def split_temperature_scaled(rows: Sequence[dict], prefix: str = TS_PREFIX) -> tuple[list[dict], list[dict]]:
+    """Split the 'none' finals' results into their own rows and a temperature row's.
 
     A 'none' final reports its temperature-scaled evaluation under ``temperature-scaled/test/...``
-    (see the trainable); the report wants those as a family of their own, keyed ``test/...``.
+    and its time-dependent temperature's under ``time-dependent temperature/test/...`` (``prefix``;
+    focus_tune.trial.final); the report wants those as families of their own, keyed ``test/...``.
     """
-    own, scaled = split_prefixed(rows, TS_PREFIX)
+    own, scaled = split_prefixed(rows, prefix)
     for row in scaled:
         row.setdefault("test_per_entry", None)
     return own, scaled
@@ -93,7 +95,7 @@ def split_conformal(finals: dict[str, list[dict]]) -> dict[str, list[dict]]:
     for family, rows in finals.items():
         prefixes = [(family, CONFORMAL_PREFIX)]
         if family == "none":
-            prefixes.append((TEMPERATURE_SCALED, TS_CONFORMAL_PREFIX))
+            prefixes += [(TEMPERATURE_SCALED, TS_CONFORMAL_PREFIX), (TIME_DEPENDENT_TEMPERATURE, TDT_CONFORMAL_PREFIX)]
         for row, prefix in prefixes:
             rows, calibrated = split_prefixed(rows, prefix)
             if calibrated:
@@ -428,5 +430,8 @@ def with_baselines(finals: dict[str, list[dict]], dataset, scoring: Scoring,
     if "none" in out:
         out["none"], scaled = split_temperature_scaled(out["none"])
         out[TEMPERATURE_SCALED] = scaled
+        out["none"], staged = split_temperature_scaled(out["none"], TDT_PREFIX)
+        if staged:  # a search from before the row existed has none
+            out[TIME_DEPENDENT_TEMPERATURE] = staged
     out.update({k: v for k, v in baseline_rows(dataset, scoring, seeds).items() if v})
     return out

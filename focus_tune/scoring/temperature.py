@@ -20,13 +20,14 @@ The fits (each returns a :class:`TemperatureFit`):
 * :func:`fit_pooled`: one temperature over all live rows of all entries.
 * :func:`fit_per_entry`: one temperature per entry on that entry's live rows, where the
   entry has at least ``min_rows`` of them; the pooled temperature elsewhere.
-* :func:`choose_on_grid`: one temperature picked on a grid (:data:`GRID`) by any score (the
-  search's way of choosing lambda: the validation sampled marginal ECE); the scoring is the
-  caller's, and so is the noise of a score difference (:func:`paired_bootstrap_se`): T = 1
-  stays unless another temperature beats it by more than twice that. This is the product's
-  temperature-scaled baseline (focus_tune/search/trainable.py): on the quick H.E.R.O. model both NLL
-  fits sampled a worse test ECE than T = 1 (docs/results/temperature/README.md), because a
-  teacher-forced NLL optimum is not the optimum of the sampled marginals.
+* :func:`choose_staged`: temperatures picked on a grid (:data:`GRID`) by any score (the
+  search's way of choosing lambda: the validation sampled marginal ECE), one for all entries
+  or T_1..T_k1 one entry at a time and then one for the rest; the scoring is the caller's, and
+  so are the noise of a score difference (:func:`paired_bootstrap_se`) and the decision (the
+  search's tie rule). These are the product's temperature rows (focus_tune/trial/final.py):
+  on the quick H.E.R.O. model both NLL fits sampled a worse test ECE than T = 1
+  (docs/results/temperature/README.md), because a teacher-forced NLL optimum is not the
+  optimum of the sampled marginals.
 
 Every fit says how many of its temperatures sit at a bound of the search interval, so a
 report can never show a bounded temperature as if it were an optimum.
@@ -44,10 +45,10 @@ BOUNDS = (0.05, 20.0)  # the search interval of T; a fit that ends on it is repo
 MIN_LIVE_ROWS = 100  # per-entry fit: fewer live rows than this and the entry takes the pooled T
 # Candidates of the grid choice (benchmarks/bench_temperature.py): T = 1 (no change) is one of
 # them, so the choice is never worse than the unscaled model on the validation criterion.
-# Five validations per 'none' final: on the quick H.E.R.O. model of the benchmark the
-# validation ECE rose on both sides of 1.0 (0.7: 0.054, 1.5: 0.028, docs/results/temperature),
-# so the grid spans 0.8..1.25 and an optimum at its edge is reported (temperature_at_bound).
-GRID = (0.8, 0.9, 1.0, 1.1, 1.25)
+# Both sides of 1 as far as 0.7 (sharper) and 1.5 (softer): an overconfident model asks for
+# T > 1, an unsure one for T < 1, and lambda's grid reaches its strong end too; an optimum at
+# the grid's edge is reported (temperature_at_bound).
+GRID = (0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ class TemperatureFit:
             "temperature_max": float(self.temperature.max()),
             "temperature_margin": float(self.margin),
             "temperature_margin_se": float(self.margin_se),
+            # a staged fit's own entries (T_1..T_k1); temperature_pooled is then the rest's
+            **{f"temperature_{i + 1}": float(self.temperature[i]) for i in np.flatnonzero(self.own_fit)
+               if self.method == "staged"},
         }
 
 
@@ -159,39 +163,6 @@ def fit_per_entry(logits, labels, event: int, min_rows: int = MIN_LIVE_ROWS, bou
         if len(cols):
             t[cols] = _bisect(z[:, cols], y[:, cols], mask[:, cols], bounds, iters)
     return TemperatureFit(t, pooled.pooled, int(_on_bound(t, bounds).sum()), live, own, "per-entry", tuple(bounds))
-
-
-def choose_on_grid(score: Callable[[float], float], grid: Iterable[float], length: int,
-                   live_rows: np.ndarray | None = None,
-                   margin_se: Callable[[float, float], float] | None = None, z: float = 2.0) -> TemperatureFit:
-    """One temperature chosen on ``grid`` by the lowest ``score(T)`` (e.g. validation sampled ECE).
-
-    ``length`` L sizes the returned vector; ties go to the candidate closest to T = 1 (no
-    change). With ``margin_se(best, 1.0)``, the standard error of score(1.0) - score(best)
-    (e.g. a paired bootstrap over the validation items), the best candidate replaces T = 1
-    (which must be on the grid) only if it beats it by more than ``z`` of those: a choice
-    among noisy scores otherwise follows the noise (on the quick H.E.R.O. models the grid's
-    scores differed by 0.0003-0.0015 around T = 1, less than the validation noise). A choice at
-    the smallest or largest grid value counts as at a bound (L entries), since the optimum
-    may lie beyond the grid. ``scores`` of the fit holds every candidate's score and, with
-    ``margin_se``, the fit's ``margin`` and ``margin_se`` say by how much the best beat T = 1.
-    """
-    grid = sorted(float(g) for g in grid)
-    if not grid or min(grid) <= 0:
-        raise ValueError(f"the grid needs positive temperatures, got {grid}")
-    if margin_se is not None and 1.0 not in grid:
-        raise ValueError(f"a choice against T = 1 needs 1.0 on the grid, got {grid}")
-    scores = {g: float(score(g)) for g in grid}
-    best = min(grid, key=lambda g: (scores[g], abs(np.log(g))))
-    margin = se = float("nan")
-    if margin_se is not None:
-        margin, se = scores[1.0] - scores[best], (0.0 if best == 1.0 else float(margin_se(best, 1.0)))
-        if best != 1.0 and not margin > z * se:
-            best = 1.0
-    edge = len(grid) > 1 and best in (grid[0], grid[-1])
-    live = np.zeros(length, dtype=np.int64) if live_rows is None else np.asarray(live_rows, dtype=np.int64)
-    return TemperatureFit(np.full(length, best), best, length if edge else 0, live, np.zeros(length, dtype=bool),
-                          "grid", (grid[0], grid[-1]), scores, margin, se)
 
 
 Decide = Callable[[list, Callable[[str, str], float]], int]

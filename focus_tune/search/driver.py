@@ -273,7 +273,7 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
         if spec.source_trial and source is None:
             raise SearchError(f"the checkpoint of {spec.source_trial} is missing; cannot evaluate {spec.trial_id}")
         return TrialJob(spec, cfg.train, data_info, source_checkpoint=source,
-                        resume_from=state.checkpoints.get(spec.trial_id), threads=max(1, int(cpus)))
+                        resume_from=state.checkpoints.get(spec.trial_id), threads=max(1, int(cpus)), k1=cfg.grid.k1)
 
     def handout(job: TrialJob) -> None:
         progress.handed_out(job.trial_id, job.spec.label, evaluation=not job.trains)

@@ -77,6 +77,7 @@ def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, stat
                           recommendation=recommendation.lines if recommendation else ())
     report.recommendation = recommendation
     eff = cost.efficiency(plan, state.results, state.trial_seconds, sum(state.fit_seconds), state.slots)
+    eff["posthoc_seconds"] = posthoc_costs(state.posthoc_seconds)
     write_atomic(out / "efficiency.json", json.dumps(eff, indent=1))
     report.summary["search/efficiency"] = eff["ratio"]
     for file in out.iterdir():  # durable before MLflow and the user are told it exists
@@ -299,3 +300,13 @@ def log_final_models(plan: SearchPlan, state: SearchState, cfg: SearchConfig, da
             version = tracker.register_model(model_id, register, family)
             print(f"registered: models:/{register}@{family} (version {version})", flush=True)
     return logged
+
+
+def posthoc_costs(seconds: dict[str, dict]) -> dict[str, dict]:
+    """{row: {"mean", "finals"}}: the seconds of validation sampling each temperature row took
+    per 'none' final (its whole cost: no training), from the search state."""
+    rows: dict[str, list[float]] = {}
+    for by_row in seconds.values():
+        for row, s in by_row.items():
+            rows.setdefault(row, []).append(float(s))
+    return {row: {"mean": sum(v) / len(v), "finals": len(v)} for row, v in rows.items()}

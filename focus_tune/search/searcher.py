@@ -22,7 +22,7 @@ from ray.tune.search import Searcher
 from ..durable import disk_full
 from ..errors import DiskFull, StageFailed
 from ..interrupt import INTERRUPT
-from ..names import CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX, TS_PREFIX
+from ..names import CONFORMAL_PREFIX, FINAL_ROW_PREFIXES, POSTHOC_SECONDS
 from ..procedure.job import (
     CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, SUMMARY_KEY, PackJob, TrialJob, job_summary, jobs_of, member_results)
 from ..procedure.plan import SearchPlan, TrialSpec, priority
@@ -245,9 +245,12 @@ class PlanSearcher(Searcher):
             self.state.influence[tid] = influence
         if job.spec.stage == "final" and score is not None:
             self.state.finals[tid] = {k: v for k, v in result.items()
-                                      if k.startswith(("test", "val/", TS_PREFIX, CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX))
+                                      if k.startswith(("test", "val/", CONFORMAL_PREFIX, *FINAL_ROW_PREFIXES))
                                       or k == "epoch"}
             self.state.finals[tid]["seed"] = job.spec.seed
+            posthoc = {row: result[key] for row, key in POSTHOC_SECONDS.items() if key in result}
+            if posthoc:
+                self.state.posthoc_seconds[tid] = posthoc
         self.state.trial_seconds[tid] = float(result.get("time_total_s", 0.0)) / share
         if not self.save_state():
             return

@@ -11,12 +11,13 @@ import numpy as np
 import torch
 
 from ..config.space import TrainConfig
-from ..names import CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX, TS_PREFIX
+from ..names import CONFORMAL_PREFIX, TDT_CONFORMAL_PREFIX, TDT_PREFIX, TS_CONFORMAL_PREFIX, TS_PREFIX
+from ..procedure.plan import tie_rule
 from ..scoring import conformal
 from ..scoring.evaluation import Scoring, censoring_weights, conformal_scores, evaluation_generator, test_result
 from ..scoring.metrics import sequence_ece
 from ..scoring.montecarlo import Estimates
-from ..scoring.temperature import GRID, TemperatureFit, choose_on_grid, live_mask, paired_bootstrap_se
+from ..scoring.temperature import GRID, TemperatureFit, choose_staged, live_mask, paired_bootstrap_se
 from ..sim.device_split import DeviceSplit
 from ..sim.model import Simulator
 from ..sim.model_io import DataInfo
@@ -24,18 +25,21 @@ from .on_device import TrialSplits
 
 
 def score_final(model: Simulator, splits: TrialSplits, train: TrainConfig, info: DataInfo, seed: int,
-                with_temperature: bool = False) -> tuple[dict, dict]:
+                with_temperature: bool = False, k1: int | None = None) -> tuple[dict, dict]:
     """A final's test metrics and its per-entry arrays (for the report's figures: the
     ``test_per_entry.json`` of its checkpoint); ``with_temperature`` (a ``none`` final) adds
-    its temperature-scaled baseline.
+    its temperature-scaled baseline and, with the schedule's ``k1``, its time-dependent
+    temperature (T_1..T_k1, then one T for the rest).
 
-    Temperature scaling: one temperature chosen on the validation split (see
-    :func:`fit_temperature`), then the same evaluation of the test set with the tempered
-    model and the unscaled evaluation's uniforms (with T = 1, that evaluation itself), reported
-    under ``temperature-scaled/test/...`` with ``temperature_pooled`` (the value used),
-    ``temperature_at_bound`` (entries whose temperature is at the edge of the grid, where the
-    optimum may lie beyond it), ``temperature_margin`` and ``_margin_se`` (the validation margin
-    over T = 1 and its noise) and the grid's validation ECEs in the per-entry arrays.
+    Each temperature is chosen on the validation split (see :func:`fit_temperature`), then the
+    test set is evaluated again with the tempered model and the unscaled evaluation's uniforms
+    (with every T = 1, that evaluation itself), reported under ``temperature-scaled/test/...``
+    (``time-dependent temperature/test/...``) with ``temperature_pooled`` (the one T, or the
+    rest's), ``temperature_<i>`` (entry i's own), ``temperature_at_bound`` (entries whose
+    temperature is at the edge of the grid, where the optimum may lie beyond it),
+    ``temperature_margin`` and ``_margin_se`` (the last stage's validation margin over T = 1
+    and its noise), the grid's validation ECEs per stage in the per-entry arrays, and its cost,
+    ``time/temperature_s`` (``time/time_dependent_temperature_s``): validation sampling only.
     """
     t0 = time.perf_counter()
     test, scoring = splits.test, Scoring.of(train)
@@ -56,23 +60,29 @@ def score_final(model: Simulator, splits: TrialSplits, train: TrainConfig, info:
     result.update(_conformal_row(CONFORMAL_PREFIX, level, per_entry, probs, pmf, splits, train.alpha))
     result["time/conformal_s"] = time.perf_counter() - t1
     if with_temperature:
-        t1 = time.perf_counter()
-        fit = fit_temperature(model, splits, train, info, seed)
-        result["time/temperature_s"] = time.perf_counter() - t1
-        if fit.pooled == 1.0:  # no change: the same draws (below) would give the same numbers
-            ts, ts_entry, ts_probs, ts_pmf, ts_level = dict(out), dict(per_entry), probs, pmf, level
-        else:  # the rows differ by the temperature alone
-            temperature = torch.as_tensor(fit.temperature)
-            ts = evaluated(temperature)
-            ts_entry, ts_probs, ts_pmf = ts.pop("per_entry"), ts.pop("probs"), ts.pop("time_pmf")
-            ts_level = _conformal_level(model, splits, train, info, seed, temperature)
-        result.update(_conformal_row(TS_CONFORMAL_PREFIX, ts_level, ts_entry, ts_probs, ts_pmf, splits, train.alpha))
-        ts_entry["temperature"] = fit.temperature
-        ts_entry["temperature_grid"] = {"T": list(fit.scores), "val_ece": list(fit.scores.values())}
-        ts.update(fit.summary())  # temperature_pooled, _at_bound, _mean, _min, _max, _margin, _margin_se
-        scaled = test_result(ts, ts_entry, ts_probs, labels, train.ece_bins, weights=weights)
-        files[TS_PREFIX + "per_entry"] = scaled.pop("test_per_entry")
-        result.update({TS_PREFIX + k.removeprefix("test/"): v for k, v in scaled.items()})
+        rows = [(TS_PREFIX, TS_CONFORMAL_PREFIX, 0, "temperature")]
+        if k1 is not None:
+            rows.append((TDT_PREFIX, TDT_CONFORMAL_PREFIX, min(k1, labels.shape[1] - 1), "time_dependent_temperature"))
+        for prefix, conformal_prefix, stages, name in rows:
+            t1 = time.perf_counter()
+            fit = fit_temperature(model, splits, train, info, seed, stages)
+            seconds = time.perf_counter() - t1  # its validation sampling: the row's whole cost
+            result[f"time/{name}_s"] = seconds
+            if (fit.temperature == 1.0).all():  # no change: the same draws (below) would give the same numbers
+                ts, ts_entry, ts_probs, ts_pmf, ts_level = dict(out), dict(per_entry), probs, pmf, level
+            else:  # the rows differ by the temperature alone
+                temperature = torch.as_tensor(fit.temperature)
+                ts = evaluated(temperature)
+                ts_entry, ts_probs, ts_pmf = ts.pop("per_entry"), ts.pop("probs"), ts.pop("time_pmf")
+                ts_level = _conformal_level(model, splits, train, info, seed, temperature)
+            result.update(_conformal_row(conformal_prefix, ts_level, ts_entry, ts_probs, ts_pmf, splits, train.alpha))
+            ts_entry["temperature"] = fit.temperature
+            ts_entry["temperature_grid"] = {label: {"T": list(scores), "val_ece": list(scores.values())}
+                                            for label, scores in fit.scores.items()}
+            ts.update(fit.summary())  # temperature_pooled, _at_bound, _mean, _min, _max, _margin, _margin_se, _<i>
+            scaled = test_result(ts, ts_entry, ts_probs, labels, train.ece_bins, weights=weights)
+            files[prefix + "per_entry"] = scaled.pop("test_per_entry")
+            result.update({prefix + k.removeprefix("test/"): v for k, v in scaled.items()})
     result["time/test_s"] = time.perf_counter() - t0  # the test evaluations, the temperature's fit included
     return result, files
 
@@ -111,21 +121,21 @@ def split_weights(data: DeviceSplit) -> np.ndarray | None:
 
 
 def fit_temperature(model: Simulator, splits: TrialSplits, train: TrainConfig, info: DataInfo,
-                    seed: int) -> TemperatureFit:
-    """The temperature-scaled baseline's temperature: one T on :data:`~focus_tune.scoring.temperature.GRID`
-    with the lowest validation sampled marginal ECE, the criterion the search picks lambda by,
-    kept only if it beats T = 1 by more than twice the standard error of the difference (a
-    paired bootstrap over the validation items).
+                    seed: int, k1: int = 0) -> TemperatureFit:
+    """A temperature row's temperatures, chosen on :data:`~focus_tune.scoring.temperature.GRID`
+    by the validation sampled marginal ECE, the criterion the search picks lambda by, with its
+    tie rule (``train.tie_se``: among the temperatures within that many standard errors of
+    the lowest, the one closest to 1; the SE of a difference from a paired bootstrap over the
+    validation items): ``k1 = 0`` one T for every entry (``temperature-scaled``), else
+    T_1..T_k1 one entry at a time and then one T for the rest (``time-dependent temperature``,
+    :func:`~focus_tune.scoring.temperature.choose_staged`).
 
     Not a teacher-forced NLL fit: on the quick H.E.R.O. model the NLL fit per entry on all
     rows put 61 of 100 temperatures at 0.05 (no live validation row after entry 41) and froze
     the late samples, and the NLL fits on live rows only (one T, or one per entry) still
-    sampled a worse test ECE than T = 1 (docs/results/temperature/README.md). Without the
-    noise guard the grid chose T = 0.9 on two of three quick H.E.R.O. seeds by validation
-    margins of 0.0006-0.0015 and made test entries 41-100 worse (ECE 0.0094 -> 0.0250 and
-    0.0066 -> 0.0199). The validation items are the search's (``val_items``); every candidate
-    draws the same uniforms (one fresh generator each), so their differences are the
-    temperature's, not Monte Carlo noise.
+    sampled a worse test ECE than T = 1 (docs/results/temperature/README.md). The validation
+    items are the search's (``val_items``); every candidate draws the same uniforms (one fresh
+    generator each), so their differences are the temperature's, not Monte Carlo noise.
     """
     val, validation = splits.val, Scoring.of(train, "val")
     labels = val.sequences.cpu().numpy()
@@ -134,16 +144,20 @@ def fit_temperature(model: Simulator, splits: TrialSplits, train: TrainConfig, i
     L = labels.shape[1]
     probs = {}
 
-    def val_ece(t: float) -> float:
+    def val_ece(t: np.ndarray) -> float:
         out = validation.evaluate(model, val, info.event, evaluation_generator(seed, -3),
-                                  temperature=torch.full((L,), t), per_entry=True)
-        probs[t] = out["probs"]
+                                  temperature=torch.as_tensor(t), per_entry=True)
+        probs[tuple(t)] = out["probs"]
         return out["marginal/ece"]
 
-    def on_items(t: float, idx: np.ndarray) -> float:
-        return sequence_ece(probs[t][idx], labels[idx], train.ece_bins, weights=None if weights is None else weights[idx])
+    def on_items(t: np.ndarray, idx: np.ndarray) -> float:
+        return sequence_ece(probs[tuple(t)][idx], labels[idx], train.ece_bins,
+                            weights=None if weights is None else weights[idx])
 
-    def margin_se(best: float, one: float) -> float:
-        return paired_bootstrap_se(on_items, one, best, len(labels), seed=seed)
+    def difference_se(a: np.ndarray, b: np.ndarray) -> float:
+        return paired_bootstrap_se(on_items, a, b, len(labels), seed=seed)
 
-    return choose_on_grid(val_ece, GRID, L, live_mask(labels, info.event, observed).sum(0), margin_se=margin_se)
+    def decide(scored: list, se) -> int:
+        return tie_rule(scored, train.tie_se, se)[0]
+
+    return choose_staged(val_ece, GRID, L, k1, decide, difference_se, live_mask(labels, info.event, observed).sum(0))

@@ -90,7 +90,7 @@ def epochs(training: Training, split: DeviceSplit, lambdas: torch.Tensor, train:
     The learning rate is ``train.lr_schedule``'s at each step of the whole training (a pure
     function of the step: a resumed training needs nothing more); bf16 autocast on a GPU where
     ``train.precision`` asks for it. ``before(epoch)`` runs before each epoch's training (a test
-    seam: fault injection). Raises :class:`~focus_tune.sim.train.NonFiniteLoss` as
+    seam: fault injection). Raises :class:`~focus_tune.errors.NonFiniteLoss` as
     ``train_one_epoch`` does.
     """
     lr = LearningRate.of(train.lr, train.lr_schedule, train.epochs, len(split), train.batch_size)
@@ -166,7 +166,7 @@ def score_trained(job: TrialJob, splits: TrialSplits, device: torch.device, stat
     training.model.load_state_dict(state["model"])
     result = {"epoch": state["epoch"], "score": float(state["metrics"][f"val/{SELECT_KEYS[train.select_by]}"])}
     metrics, per_entry = score_final(training.model, splits, train, job.data, job.spec.seed,
-                                     with_temperature=job.spec.family == "none")
+                                     with_temperature=job.spec.family == "none", k1=job.k1)
     result.update(metrics)
     return Epoch(result, per_entry=per_entry)
 
@@ -200,6 +200,6 @@ def validation_step(result: dict, val: dict, eval_s: float, epoch: int, job: Tri
     if not (final and job.evaluate_test):
         return Epoch(result, state)
     metrics, per_entry = score_final(model, splits, train, job.data, job.spec.seed,
-                                     with_temperature=job.spec.family == "none")
+                                     with_temperature=job.spec.family == "none", k1=job.k1)
     result.update(metrics)
     return Epoch(result, state, per_entry)
