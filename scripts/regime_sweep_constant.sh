@@ -29,7 +29,8 @@ done
 # training, 3x the quick profile's 10k) in docs/results/sweep/ (regime_sweep.py --regime):
 # FaceMed 500 items, H.E.R.O. and River Raid 250 (Seaquest and Road Runner did not read the
 # frame at any scored epoch, Bank Heist covered 0.82-0.91 throughout: left at one seed).
-for cell_spec in ${SWEEP_SEED_CELLS:-"facemed:500:80:10 hero:250:160:20 riverraid:250:160:20"}; do
+seed_cells=${SWEEP_SEED_CELLS:-facemed:500:80:10 hero:250:160:20 riverraid:250:160:20}
+for cell_spec in $seed_cells; do
   IFS=: read -r game size epochs every <<< "$cell_spec"
   cell "$game" "$size" "$epochs" "$every" none --seeds 1 2
 done
