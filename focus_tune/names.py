@@ -55,7 +55,9 @@ REFERENCE_HEADLINE = ("marginal/ece", "marginal/ce", "interval/coverage")
 # experiments and trial paths, so 1 to 64 letters, digits, '_', '.' and '-', starting with a
 # letter or digit.
 SCENARIO_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
-PROFILES = ("smoke", "quick", "paper")  # the search spaces' profiles (and the built-in data sizes)
+# The search spaces' profiles (and the built-in data sizes); overconfident: the paper's regime
+# (unregularized models overconfident), for the scenarios that reach it (search_spaces/*.yaml).
+PROFILES = ("smoke", "quick", "overconfident", "paper")
 ENCODERS = ("resnet18", "small")  # image encoders of the simulator
 PRECISIONS = ("bf16", "fp32")  # a GPU's training arithmetic (TrainConfig.precision)
 LR_SCHEDULES = ("constant", "onecycle", "decay")  # the learning rate over a training (sim.train.LearningRate)

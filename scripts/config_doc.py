@@ -19,12 +19,25 @@ from dataclasses import MISSING, Field, fields
 from pathlib import Path
 
 from focus_tune.config.generic import GRID_LENGTH, TEMPLATE, generic_space
-from focus_tune.config.space import (FIELD_CHECKS, SPACES_DIR, GridConfig, SearchConfig, TrainConfig,
-                                     load_search_config, parse_search_space, space_path, yaml_text)
+from focus_tune.config.space import (
+    FIELD_CHECKS,
+    SPACES_DIR,
+    GridConfig,
+    SearchConfig,
+    TrainConfig,
+    load_search_config,
+    parse_search_space,
+    space_path,
+    yaml_text,
+)
 from focus_tune.config.strict_yaml import read_yaml
 from focus_tune.data import BUILTIN_SCENARIOS
 from focus_tune.data.builtin.profiles import SPECS
 from focus_tune.names import PROFILES
+
+# The profiles every space defines; `overconfident` exists only where a scenario reaches the
+# paper's regime, and its values are in those scenarios' files (search_spaces/<scenario>.yaml).
+EVERY_SCENARIOS_PROFILES = tuple(p for p in PROFILES if p != "overconfident")
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "CONFIG.md"
 SECTIONS = (("", SearchConfig), ("train", TrainConfig), ("grid", GridConfig))
@@ -166,7 +179,7 @@ def profile_table() -> list[str]:
     raw = {scenario: read_yaml(space_path(scenario), f"search_spaces/{scenario}.yaml")
            for scenario in BUILTIN_SCENARIOS}
     resolved = {(scenario, profile): load_search_config(space_path(scenario), profile).to_dict()
-                for scenario in BUILTIN_SCENARIOS for profile in PROFILES}
+                for scenario in BUILTIN_SCENARIOS for profile in EVERY_SCENARIOS_PROFILES}
     out = ["## Values of the built-in profiles", "",
            "The top level (the `paper` profile, which changes nothing) and what `quick` and `smoke` set; "
            "`·`: the profile keeps the top level's value. Where the scenarios differ, the value of most "
@@ -233,10 +246,11 @@ def generic_lines() -> list[str]:
            "applies to it as to a built-in one. `python -m focus_tune.recipe --data DIR` searches a training "
            "recipe for the data itself (Ray Tune's OptunaSearch and ASHAScheduler on the validation CE) and writes "
            "this space with the recipe found as the quick profile's `train:` (docs/GUIDE.md).", "",
-           "| L | " + " | ".join(f"{p}: k1, k2" for p in PROFILES) + " |", "|---:|" + "---|" * len(PROFILES)]
+           "| L | " + " | ".join(f"{p}: k1, k2" for p in EVERY_SCENARIOS_PROFILES) + " |",
+           "|---:|" + "---|" * len(EVERY_SCENARIOS_PROFILES)]
     for length in GENERIC_LENGTHS:
         raw = generic_space("mine", length)
-        grids = [parse_search_space(raw, p, SPACES_DIR / TEMPLATE).grid for p in PROFILES]
+        grids = [parse_search_space(raw, p, SPACES_DIR / TEMPLATE).grid for p in EVERY_SCENARIOS_PROFILES]
         out.append(f"| {length} | " + " | ".join(f"{g.k1}, {yaml_text(g.k2)}" for g in grids) + " |")
     return out + [""]
 

@@ -9,9 +9,19 @@ import pytest
 import yaml
 
 from focus_tune.config.space import (
-    PROFILES, GridConfig, SearchConfig, TrainConfig, apply_overrides, dump_search_config,
-    load_search_config, override_text, parse_override, space_path)
+    PROFILES,
+    GridConfig,
+    SearchConfig,
+    TrainConfig,
+    apply_overrides,
+    dump_search_config,
+    load_search_config,
+    override_text,
+    parse_override,
+    space_path,
+)
 from focus_tune.errors import ConfigError
+from focus_tune.data.builtin.profiles import get_spec
 
 BUILTIN_SCENARIOS = ("facemed", "seaquest", "riverraid", "bankheist", "hero", "roadrunner")
 PAPER_GRID = GridConfig(
@@ -44,12 +54,23 @@ def set_at(d: dict, dotted: str, value) -> dict:
 
 
 # -- the packaged files ------------------------------------------------------------------
+REGIME_SCENARIOS = ("facemed", "hero", "riverraid")  # those that reach the paper's regime (overconfident)
+
+
 @pytest.mark.parametrize("game", BUILTIN_SCENARIOS)
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_packaged_space_loads(game, profile):
+    if profile == "overconfident" and game not in REGIME_SCENARIOS:
+        with pytest.raises(ConfigError, match="defines no profile 'overconfident'"):
+            load_search_config(space_path(game), profile)
+        with pytest.raises(ValueError, match="paper's regime"):
+            get_spec(game, profile)
+        return
     cfg = load_search_config(space_path(game), profile)
     assert (cfg.scenario, cfg.profile, cfg.final_seeds) == (game, profile, 3)
     assert cfg.source == space_path(game)
+    if profile == "overconfident":  # the regime's recipe: a constant rate, the last epoch, few items
+        assert cfg.train.lr_schedule == "constant" and get_spec(game, profile).train in (250, 500)
 
 
 @pytest.mark.parametrize("game", BUILTIN_SCENARIOS)
@@ -176,7 +197,7 @@ BAD = [
     ("grid.k3", 4, "grid.k3", "unknown key"),
     ("profiles.quick.train.epoch", 3, "profiles.quick.train.epoch", "unknown key"),
     ("profiles.quick.model", {}, "profiles.quick.model", "allowed here: train, grid"),
-    ("profiles.tiny", {}, "profiles.tiny", "allowed here: smoke, quick, paper"),
+    ("profiles.tiny", {}, "profiles.tiny", "allowed here: smoke, quick, overconfident, paper"),
     ("train.epochs", "10", "train.epochs", "expected an integer, got str '10'"),
     ("train.epochs", True, "train.epochs", "expected an integer, got bool True"),
     ("train.batch_size", 12.5, "train.batch_size", "expected an integer"),
@@ -244,7 +265,7 @@ def test_missing_required_keys(tmp_path, missing):
 
 def test_unknown_profile_lists_the_valid_ones(tmp_path):
     path = write(tmp_path, base_space())
-    with pytest.raises(ConfigError, match=r"space.yaml: unknown profile 'fast'; choose one of smoke, quick, paper"):
+    with pytest.raises(ConfigError, match=r"space.yaml: unknown profile 'fast'; choose one of smoke, quick, overconfident, paper"):
         load_search_config(path, "fast")
 
 

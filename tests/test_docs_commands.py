@@ -67,6 +67,7 @@ NOT_RUN = {
               "smoke search's store, tests/test_pyfunc.py serves a logged model and posts to /invocations",
     "curl": "asks a model that mlflow models serve serves (tests/test_pyfunc.py posts the same request)",
     "kubectl": "a Kubernetes cluster (KubeRay)",
+    "git worktree": "a second checkout of the repository (the fault soak's code under test)",
     "aws": "AWS credentials",
     "pip": "installs packages (tests/test_cluster.py checks requirements-cluster.txt against pyproject.toml)",
     "export": "sets a shell variable",

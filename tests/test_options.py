@@ -95,7 +95,7 @@ def test_every_command_takes_game_profile_and_data_from_one_place(parse, tmp_pat
     assert "argument --game: invalid choice: 'pong' (choose from 'facemed', 'hero'" in err
     with pytest.raises(SystemExit):
         run(["--profile", "fast"])
-    assert "choose from 'smoke', 'quick', 'paper'" in capsys.readouterr().err
+    assert "choose from 'smoke', 'quick', 'overconfident', 'paper'" in capsys.readouterr().err
 
 
 def test_the_scenario_rule_is_one_function_with_one_message(tmp_path, capsys):
