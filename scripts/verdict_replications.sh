@@ -9,10 +9,17 @@
 #
 # (run from the worktree, which sets the commit and the code; the script itself may be MAIN's).
 #
+# The verdict in the paper's regime (focus_tune/replicate/regime_design.py): the overconfident
+# profile, the scenarios that reach the regime, searches at --seed 0, 3, 6, 9, 12 (disjoint
+# final seeds):
+#
+#   PROFILE=overconfident GAMES="facemed hero riverraid" SEEDS="0 3 6 9 12" \
+#     bash /work/main/scripts/verdict_replications.sh /work/main /work/regime-runs
+#
 # MAIN is the checkout that receives the results: each finished search's report (results.csv,
 # results.md, search.json), its fixed stages' validation scores (validation.json, from its MLflow
 # store), its log and provenance.json (commit, CPU, wall seconds) go to
-# MAIN/docs/results/replication/<game>-quick/searches/seed<r>/ and are committed there at once
+# MAIN/docs/results/replication/<game>-<profile>/searches/seed<r>/ and are committed there at once
 # (those paths alone). Resumable: a search whose provenance names this commit is skipped, an
 # interrupted one resumes from its run folder in STORAGE (the replicate command's own resume).
 # To stop: `pkill -INT -f "focus_tune.replicate --game"` (the search saves its state, and this
@@ -23,6 +30,7 @@ main=$(cd "$1" && pwd)
 storage=$(mkdir -p "$2" && cd "$2" && pwd)
 games=${GAMES:-"hero facemed seaquest riverraid bankheist roadrunner"}
 seeds=${SEEDS:-"0 1 2 3 4"}
+profile=${PROFILE:-quick}
 commit=$(git rev-parse HEAD)
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   echo "verdict: the worktree has uncommitted changes; the searches must report a commit" >&2
@@ -33,7 +41,7 @@ avx512=$(grep -q -w avx512f /proc/cpuinfo && echo "with AVX-512" || echo "withou
 
 for seed in $seeds; do
   for game in $games; do
-    dest=$main/docs/results/replication/$game-quick/searches/seed$seed
+    dest=$main/docs/results/replication/$game-$profile/searches/seed$seed
     if [ -f "$dest/provenance.json" ] && grep -q "\"commit\": \"$commit\"" "$dest/provenance.json"; then
       continue
     fi
@@ -43,7 +51,7 @@ for seed in $seeds; do
     prior=$(cat "$spent" 2> /dev/null || echo 0)
     start=$(date +%s)
     status=0
-    python -m focus_tune.replicate --game "$game" --seeds "$seed" --storage "$storage" \
+    python -m focus_tune.replicate --game "$game" --profile "$profile" --seeds "$seed" --storage "$storage" \
       --out "$storage/partial/$game-seed$seed" --tracking-uri "sqlite:///$storage/replications.db" || status=$?
     mkdir -p "$storage/wall" && echo $(( prior + $(date +%s) - start )) > "$spent"
     if [ "$status" -ne 0 ]; then
@@ -51,13 +59,13 @@ for seed in $seeds; do
       exit "$status"
     fi
     wall=$(cat "$spent")
-    run=$storage/$game-quick-seed$seed
+    run=$storage/$game-$profile-seed$seed
     rm -rf "$dest" && mkdir -p "$dest"
     cp "$run/report/results.csv" "$run/report/results.md" "$run/report/search.json" "$dest/"
-    cp "$storage/logs/$game-quick-seed$seed.log" "$dest/search.log"
+    cp "$storage/logs/$game-$profile-seed$seed.log" "$dest/search.log"
     # the fixed stages' candidates' validation scores, from the search's own MLflow store (which stays
     # in STORAGE): what the replication's selection-rule rows read where the store is gone
-    python - "$run" "$storage/mlflow-$game-quick-seed$seed.db" "$dest/validation.json" <<'PY'
+    python - "$run" "$storage/mlflow-$game-$profile-seed$seed.db" "$dest/validation.json" <<'PY'
 import json, sys
 from pathlib import Path
 try:
@@ -72,11 +80,11 @@ out.write_text(json.dumps(validation_scores(f"sqlite:///{db.resolve()}", search,
 PY
     cat > "$dest/provenance.json" <<EOF
 {"commit": "$commit", "cpu": "$cpu $avx512", "cores": $(nproc), "wall_s": $wall,
- "command": "python -m focus_tune.replicate --game $game --seeds $seed"}
+ "command": "python -m focus_tune.replicate --game $game --profile $profile --seeds $seed"}
 EOF
     # commit these paths alone (the main checkout may have other work staged); retry past a busy index
     for try in 1 2 3 4 5; do
-      if (cd "$main" && git add -- "$dest" && git commit -q -m "Verdict replication: $game quick search seed $seed at ${commit:0:7} ($cpu $avx512, $(nproc) cores, ${wall} s)" -- "$dest"); then
+      if (cd "$main" && git add -- "$dest" && git commit -q -m "Verdict replication: $game $profile search seed $seed at ${commit:0:7} ($cpu $avx512, $(nproc) cores, ${wall} s)" -- "$dest"); then
         break
       fi
       sleep 5

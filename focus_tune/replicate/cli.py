@@ -13,8 +13,9 @@ names the replication, not its searches (their run folders stay ``<scenario>-<pr
 which is how it finds them: a replication with other --set needs its own --storage). Writes
 ``replication.md``, ``replication.json`` and ``replication.png`` to ``--out`` (default
 ``<storage>/<name>``, ``<storage>/<scenario>-<profile>-replication`` without --name) and records
-the replication as one MLflow run (named --name, in --experiment, default ``focus-tune/<scenario>``). Exit 0 when every search finished, 3 when some did not
-(failed: their logs are named), 130 after Ctrl-C (the finished searches are aggregated; the
+the replication as one MLflow run (named --name, in --experiment, default
+``focus-tune/<scenario>``). Exit 0 when every search finished, 3 when some did not (failed:
+their logs are named), 130 after Ctrl-C (the finished searches are aggregated; the
 same command resumes the others).
 """
 
@@ -55,7 +56,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     which.add_argument("--seeds", help="the search seeds instead, e.g. 0-4 or 0,2,5")
     ap.add_argument("--storage", type=Path, default=Path("runs/replication"),
                     help="where the searches' run folders, logs and MLflow stores go (default runs/replication)")
-    ap.add_argument("--out", type=Path, help="where replication.md/json/png go (default <storage>/<scenario>-<profile>-replication)")
+    ap.add_argument("--out", type=Path,
+                    help="where replication.md/json/png go (default <storage>/<scenario>-<profile>-replication)")
     ap.add_argument("--parallel", type=int, default=1,
                     help="searches at once (default 1: on a laptop one search already uses every core)")
     ap.add_argument("--tracking-uri", help="the MLflow store of the replication's run (default: sqlite:///mlflow.db "
@@ -136,7 +138,7 @@ def aggregate(args) -> dict | None:
     if not runs:
         return None
     summary = summarize(runs)
-    summary["regime"] = regime(args.scenario, runs)
+    summary["regime"] = regime(args.scenario, runs, args.profile)
     summary["missing_seeds"] = missing
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "replication.json").write_text(json.dumps(summary, indent=1))
@@ -178,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     run_id, ui = record(args.tracking_uri, args.scenario, args.profile, args.storage, args.out, summary, status,
                         name=args.name, experiment=args.experiment)
     print((args.out / "replication.md").read_text())
-    print(f"replication of {summary['runs']} searches: {args.out / 'replication.md'}, replication.png, replication.json")
+    print(f"replication of {summary['runs']} searches: {args.out / 'replication.md'}, replication.png, "
+          "replication.json")
     print(f"MLflow run {run_id} ({status}): {ui}")
     if missing:
         print(f"not finished: seeds {', '.join(map(str, missing))}"
