@@ -218,6 +218,10 @@ def plot(files: list[str], figure: str) -> None:
                 ax.axhline(np.mean([r[ref[0]] for r in g]), color="grey", ls=":", label="image-blind")
             if ref[1]:
                 ax.axhline(np.mean([r[ref[1]] for r in g]), color="black", ls=":", label="exact")
+            if key == "marginal/ece" and all("ref/oracle/ece" in r for r in g):  # scored as the model is
+                ax.axhline(np.mean([r["ref/oracle/ece"] for r in g]), color="green", ls=":", label="oracle")
+            if key == "interval/coverage" and all("ref/oracle/coverage" in r for r in g):
+                ax.axhline(np.mean([r["ref/oracle/coverage"] for r in g]), color="green", ls=":", label="oracle")
             if key == "interval/coverage":
                 ax.axhline(0.9, color="black", ls=":", label="nominal 0.9")
             ax.set_title(f"{game}: {title}")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import subprocess
 import sys
@@ -19,36 +20,18 @@ pytestmark = pytest.mark.slow
 NAME = "alarms"
 CLASSES = ["ok", "warn", "fail"]
 H, W, L = 12, 20, 8
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _write_table(root: Path, n: int = 160, seed: int = 0) -> Path:
     """n grey H x W PNGs whose brightness sets how fast a chain reaches `fail`; a quarter of
-    the sequences stop early without failing (right-censored)."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    (root / "img").mkdir(parents=True)
-    rows = []
-    for k in range(n):
-        level = int(rng.integers(0, 2))
-        pixels = rng.integers(0, 60, (H, W)) + 150 * level
-        Image.fromarray(pixels.astype(np.uint8), mode="L").save(root / "img" / f"{k}.png")
-        hazard = 0.08 + 0.4 * level
-        seq = []
-        for _ in range(L):
-            if rng.random() < hazard:
-                seq.append("fail")
-                break
-            seq.append("warn" if rng.random() < 0.3 else "ok")
-        if seq[-1] != "fail" and k % 4 == 0 and len(seq) > 2:
-            seq = seq[: int(rng.integers(1, len(seq)))]  # cut short: censored
-        rows.append({"image": f"img/{k}.png", "sequence": " ".join(seq), "site": k % 7})
-    table = root / "alarms.csv"
-    with open(table, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["image", "sequence", "site"])
-        writer.writeheader()
-        writer.writerows(rows)
-    return table
+    the sequences stop early without failing (right-censored): the fault soak's table
+    (benchmarks/fault_soak.py writes it, so the soak and this test import the same data)."""
+    spec = importlib.util.spec_from_file_location("fault_soak", REPO / "benchmarks" / "fault_soak.py")
+    soak = sys.modules.setdefault("fault_soak", importlib.util.module_from_spec(spec))  # dataclasses ask for it
+    spec.loader.exec_module(soak)
+    soak.write_table(root, n, seed, height=H, width=W, length=L)
+    return root / "alarms.csv"
 
 
 def _run(args: list[str], cwd: Path, timeout: float = 600) -> str:
