@@ -99,9 +99,11 @@ def _checkpointed(folder: Path, trials: list[str]) -> bool:
 def _live_trials_of(cluster, job: str, wait_s: float = 60) -> tuple[int, float]:
     """How many actors of Ray job ``job`` are not DEAD, once they are all dead or ``wait_s`` has passed
     (asked from a fresh client of the cluster); and the seconds that took."""
-    code = (f"import json, time, ray; ray.init(address={cluster.address!r}, logging_level='ERROR', log_to_driver=False)\n"
+    code = (f"import json, time, ray; "
+            f"ray.init(address={cluster.address!r}, logging_level='ERROR', log_to_driver=False)\n"
             "from focus_tune.search.ray_runtime import live_trials_of\n"
-            f"t0 = time.time()\nwhile live_trials_of([{job!r}])[{job!r}] and time.time() - t0 < {wait_s}: time.sleep(0.5)\n"
+            f"t0 = time.time()\n"
+            f"while live_trials_of([{job!r}])[{job!r}] and time.time() - t0 < {wait_s}: time.sleep(0.5)\n"
             f"print('LIVE=%d' % live_trials_of([{job!r}])[{job!r}])")
     t0 = time.time()
     out = subprocess.run([sys.executable, "-c", code], cwd=cluster.root, env=cluster.full_env(), capture_output=True,
@@ -139,7 +141,8 @@ def disturbed(cluster):
     t0 = time.time()
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        gate.wait(proc, ROUND1, until=lambda: _checkpointed(folder, ROUND1), what="two trials at their gates, one per node")
+        gate.wait(proc, ROUND1, until=lambda: _checkpointed(folder, ROUND1),
+                  what="two trials at their gates, one per node")
         killed = cluster.kill_node("worker1")
         cluster.add_node("worker2")
         gate.release(*ROUND1)  # the trial of worker1 is retried from its checkpoint, past its gate
@@ -299,7 +302,7 @@ from focus_tune.search import ray_runtime
 
 folder = sys.argv[1]
 opts = types.SimpleNamespace(address=None, storage=folder)
-ray_runtime.secure_local_ray(opts)  # a local Ray with a token, as the search starts one
+ray_runtime.secure_local_ray(opts.address)  # a local Ray with a token, as the search starts one
 ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
 real = ray.nodes()
 lost = dict(real[0], NodeID="ab" * 28, NodeManagerAddress="192.0.2.99")

@@ -10,12 +10,11 @@ import textwrap
 
 CODE = textwrap.dedent("""
     import os
-    from types import SimpleNamespace
     from focus_tune.search.ray_runtime import secure_local_ray
 
     tokens = []
     for _ in range(2):
-        secure_local_ray(SimpleNamespace(address=None))  # before Ray is imported, as a search does
+        secure_local_ray(None)  # before Ray is imported, as a search does
         tokens.append(os.environ.get("RAY_AUTH_TOKEN"))
         import ray
 

@@ -42,7 +42,6 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..arguments import add_flags
@@ -162,7 +161,8 @@ def _dimension(path: Path, where: str, key: str, dim: Any) -> dict[str, list]:
         raise ConfigError(f"{path}: {where}: expected one of {{{': [...]}, {'.join(_KINDS)}: [...]}}, got {dim!r}")
     (kind, values), = dim.items()
     if not isinstance(values, list) or not values or (kind != "choice" and len(values) != 2):
-        raise ConfigError(f"{path}: {where}.{kind}: expected {'a non-empty list' if kind == 'choice' else '[low, high]'}")
+        expected = "a non-empty list" if kind == "choice" else "[low, high]"
+        raise ConfigError(f"{path}: {where}.{kind}: expected {expected}")
     if key == "lr_schedule":
         if kind != "choice" or any(v not in LR_SCHEDULES for v in values):
             raise ConfigError(f"{path}: {where}: a choice of {', '.join(LR_SCHEDULES)}")
@@ -316,7 +316,8 @@ def _tracking_callback(tracker, base: TrainConfig, space: RecipeSpace):
             tracker.end_trial(trial.trial_id, failed=False)
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            tracker.end_trial(trial.trial_id, failed=True, reason=f"trial error (Tune's error file: {trial.error_file})")
+            tracker.end_trial(trial.trial_id, failed=True,
+                              reason=f"trial error (Tune's error file: {trial.error_file})")
 
     return RecipeTracking()
 
@@ -368,8 +369,8 @@ def run_recipe(
     default to the recipe space's profile budget; ``num_cpus``: the CPUs of the local Ray it starts
     (default: all of this machine's); ``max_concurrent``: trials at once (default: what they hold)."""
     from ..data import BUILTIN_SCENARIOS, ensure_dataset, load_dataset
-    from ..sim.model_io import DataInfo
     from ..procedure.job import Splits
+    from ..sim.model_io import DataInfo
 
     if data is not None and game is not None:
         raise SearchError("give data= (a dataset folder) or game= (a built-in scenario), one of them")
@@ -422,8 +423,8 @@ def _fit(space, base, hand, splits, info, dataset, data_path, scenario, out, see
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search.optuna import OptunaSearch
 
-    from ..tracking import Tracker
     from ..search import ray_runtime
+    from ..tracking import Tracker
 
     ray_runtime.quiet()
     tracker = Tracker(tracking_uri, experiment or f"focus-tune/{scenario}", f"recipe-{profile}-seed{seed}")
@@ -434,9 +435,8 @@ def _fit(space, base, hand, splits, info, dataset, data_path, scenario, out, see
                                "recipe.scheduler": "ASHAScheduler", "recipe.grace_period": space.grace_period,
                                "recipe.reduction_factor": space.reduction_factor,
                                **{f"recipe.space.{k}": json.dumps(v) for k, v in space.dims.items()}})
-    opts = SimpleNamespace(address=address)
-    ray_runtime.secure_local_ray(opts)
-    local = not ray_runtime.joins_cluster(opts)
+    ray_runtime.secure_local_ray(address)
+    local = not ray_runtime.joins_cluster(address)
     if local:
         for key, value in ray_runtime.NO_PRESTART.items():
             os.environ.setdefault(key, value)
@@ -510,8 +510,8 @@ def _recipe_text(recipe: Mapping[str, Any]) -> str:
 def _conclude(df, space, base, hand, raw, profile, out, scenario, data_path, seed, tracker, seconds) -> RecipeResult:
     import numpy as np
 
-    from ..durable import write_atomic
     from ..config.space import yaml_text
+    from ..durable import write_atomic
 
     finished = df[(df["ended"] == "finished") & np.isfinite(df[METRIC])]
     pool = finished if len(finished) else df[np.isfinite(df[METRIC])]
@@ -592,7 +592,7 @@ def _markdown(r: dict, yaml_text) -> str:
                      f" | {base['val/ce']:.4f} | {base['val/auc']:.3f} | {base['epochs_done']} | "
                      f"{base['seconds']:.0f} |")
     else:
-        lines.append(f"| base profile's own | " + " | ".join(f"`{yaml_text(v)}`" for v in base["recipe"].values()) +
+        lines.append("| base profile's own | " + " | ".join(f"`{yaml_text(v)}`" for v in base["recipe"].values()) +
                      " | not a trial (outside the space) | | | |")
     verdict = "**in the regime**" if r["regime"]["in_regime"] else "**not in the regime**"
     lines += ["", "## The regime (validation split)", "",

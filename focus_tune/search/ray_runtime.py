@@ -55,13 +55,13 @@ def hide_reported_errors() -> None:
             logger.addFilter(_HideReported())
 
 
-def joins_cluster(opts) -> bool:
-    """Whether the search joins an existing Ray cluster (--address, or RAY_ADDRESS) rather
+def joins_cluster(address: str | None) -> bool:
+    """Whether a command joins an existing Ray cluster (its --address, or RAY_ADDRESS) rather
     than starting a local Ray of its own."""
-    return bool(opts.address or os.environ.get("RAY_ADDRESS"))
+    return bool(address or os.environ.get("RAY_ADDRESS"))
 
 
-def secure_local_ray(opts) -> None:
+def secure_local_ray(address: str | None) -> None:
     """A local Ray requires a token made for this search: its GCS, raylet and workers listen
     on every interface (Ray 2.60 has no loopback-only switch), and with token authentication
     a stranger who reaches those ports is refused. The token lives only in this process's
@@ -71,7 +71,7 @@ def secure_local_ray(opts) -> None:
     ``run_recipe`` then ``run_search``): Ray's driver caches the token it first read (and takes
     it out of the environment), so the cache is reset here, else the driver would present the
     first token to a Ray started with the new one."""
-    if joins_cluster(opts):
+    if joins_cluster(address):
         return  # a cluster's own authentication applies (cluster.yaml: token auth everywhere)
     if "ray._raylet" in sys.modules and os.environ.get("RAY_AUTH_MODE") != "token":
         return  # Ray was imported before (an embedding program): its auth mode is fixed already
@@ -97,8 +97,8 @@ NO_PRESTART = {"RAY_prestart_worker_first_driver": "0"}
 def start_ray(opts) -> None:
     """ray.init for the search: the cluster at --address, or a local Ray that requires a token
     and starts no worker before a trial asks for one (:data:`NO_PRESTART`)."""
-    secure_local_ray(opts)
-    if not joins_cluster(opts):
+    secure_local_ray(opts.address)
+    if not joins_cluster(opts.address):
         for key, value in NO_PRESTART.items():
             os.environ.setdefault(key, value)
     import ray
@@ -157,7 +157,7 @@ def check_shared_storage(opts, folder) -> None:
     A node that is gone by the time its probe runs is left out: it runs no trial. Ray lists a
     lost node as alive until it has missed enough heartbeats (seconds to a minute), so a search
     resumed right after a node was lost lists it and then cannot place its probe there."""
-    if not joins_cluster(opts) or is_uri(opts.storage):
+    if not joins_cluster(opts.address) or is_uri(opts.storage):
         return
     import ray
     from ray.exceptions import NodeDiedError, TaskUnschedulableError
