@@ -23,8 +23,7 @@ from focus_tune.data import ensure_dataset, load_dataset
 from focus_tune.scoring.evaluation import draw_samples, evaluate
 from focus_tune.sim.adam_patch import eager_optimizers
 from focus_tune.sim.device_split import DeviceSplit
-from focus_tune.sim.model_io import DataInfo
-from focus_tune.sim.model_io import build_model
+from focus_tune.sim.model_io import DataInfo, build_model
 from focus_tune.sim.regularization import LambdaSchedule
 from focus_tune.sim.train import seed_everything, train_one_epoch
 

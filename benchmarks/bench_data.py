@@ -68,8 +68,8 @@ def faces_grid(out: Path, size: int = 64, seed: int = 0) -> None:
 
 def age_probe(n_train: int = 2500, n_test: int = 500, seed: int = 0) -> str:
     """How readable age is from 32x32 procedural faces: a ridge probe on 16x16 pixels."""
-    from focus_tune.data.builtin.faces import apparent_age, render_faces
     from focus_tune.data.builtin.facemed import sample_ages
+    from focus_tune.data.builtin.faces import apparent_age, render_faces
 
     rng = np.random.default_rng(seed)
     n = n_train + n_test

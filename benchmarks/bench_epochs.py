@@ -57,7 +57,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="0", type=seed_list, help="training seeds: 0, 0,3,5 or 0-9 (default 0)")
     ap.add_argument("--score-last", type=int, default=1, help="score each of the last N epochs (default 1)")
     ap.add_argument("--samples", type=int, default=100, help="M of the test evaluation (default 100)")
-    ap.add_argument("--estimator", default="counted", choices=ESTIMATORS, help="the test evaluation's (default counted)")
+    ap.add_argument("--estimator", default="counted", choices=ESTIMATORS,
+                    help="the test evaluation's (default counted)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     ds = load_dataset(ensure_dataset(args.game, "quick", args.data_root))

@@ -30,14 +30,14 @@ def train(epochs: int, data_root: str, game: str = "hero", profile: str = "quick
 
     from focus_tune.config.space import load_search_config, space_path
     from focus_tune.data import ensure_dataset, load_dataset
-    from focus_tune.sim.device_split import DeviceSplit
     from focus_tune.sim.adam_patch import eager_optimizers
-    from focus_tune.sim.model_io import DataInfo
-    from focus_tune.sim.model_io import build_model
+    from focus_tune.sim.device_split import DeviceSplit
+    from focus_tune.sim.model_io import DataInfo, build_model
     from focus_tune.sim.regularization import LambdaSchedule
     from focus_tune.sim.train import LearningRate, seed_everything, train_one_epoch
 
-    eager_optimizers()  # the worker's process trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
+    # the worker's process trains: Adam without the torch._dynamo import (focus_tune/sim/adam_patch.py)
+    eager_optimizers()
     torch.set_num_threads(1)
     cfg = load_search_config(space_path(game), profile).train
     data = load_dataset(ensure_dataset(game, profile, data_root))
@@ -79,8 +79,8 @@ def main() -> None:
                    "--game", args.game, "--profile", args.profile]
             out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"{args.game} {args.profile} model, unregularized, seed 0, 1 thread, {args.epochs} epochs x {args.repeats} runs,"
-          " alternating")
+    print(f"{args.game} {args.profile} model, unregularized, seed 0, 1 thread, {args.epochs} epochs x "
+          f"{args.repeats} runs, alternating")
     medians = {}
     for name, rs in runs.items():
         # the first epoch carries the allocator's and oneDNN's warm-up: the later ones are the rate

@@ -41,8 +41,7 @@ from focus_tune.procedure.optuna_joint import JointOptuna, default_budget  # noq
 from focus_tune.procedure.plan import SearchPlan  # noqa: E402
 from focus_tune.scoring.evaluation import evaluate, evaluation_generator  # noqa: E402
 from focus_tune.sim.device_split import DeviceSplit  # noqa: E402
-from focus_tune.sim.model_io import DataInfo  # noqa: E402
-from focus_tune.sim.model_io import build_model  # noqa: E402
+from focus_tune.sim.model_io import DataInfo, build_model  # noqa: E402
 from focus_tune.trial.checkpoint import CHECKPOINT_FILE  # noqa: E402
 
 

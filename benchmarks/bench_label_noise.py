@@ -52,7 +52,8 @@ def describe(name: str, stored: dict, draws: list[dict]) -> str:
         parts.append(f"{k} stored {stored[k]:+.2e} redrawn {v.mean():+.2e} sd {v.std(ddof=1):.2e} "
                      f"(stored at >= {np.mean(v >= stored[k]):.2f})")
     sq = np.array([d["ece_debiased_sq"] for d in draws])
-    root = f"ece_debiased stored {signed_root(stored['ece_debiased_sq']):+.4f}, sd of the root of a zero truth ~{np.sqrt(sq.std(ddof=1)):.4f}"
+    root = (f"ece_debiased stored {signed_root(stored['ece_debiased_sq']):+.4f}, "
+            f"sd of the root of a zero truth ~{np.sqrt(sq.std(ddof=1)):.4f}")
     return f"  {name:22s} " + " | ".join(parts) + f" | {root}"
 
 

@@ -22,8 +22,13 @@ from focus_tune.scoring.metrics import _calibration, crps, interval_metrics, seq
 from focus_tune.scoring.montecarlo import interval, time_pmf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' naive references
-from _reference import (naive_crps, naive_ece_debiased_squared, naive_interval_score,  # noqa: E402
-                        naive_overconfidence, naive_sequence_metrics)
+from _reference import (  # noqa: E402
+    naive_crps,
+    naive_ece_debiased_squared,
+    naive_interval_score,
+    naive_overconfidence,
+    naive_sequence_metrics,
+)
 
 
 def timed(fn):

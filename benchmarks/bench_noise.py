@@ -40,9 +40,7 @@ from focus_tune.scoring.evaluation import evaluate, evaluation_generator
 from focus_tune.scoring.metrics import sequence_ece
 from focus_tune.scoring.temperature import paired_bootstrap_se
 from focus_tune.sim.device_split import DeviceSplit
-from focus_tune.sim.model_io import DataInfo
-from focus_tune.sim.model_io import build_model
-
+from focus_tune.sim.model_io import DataInfo, build_model
 
 
 def checkpoint_of(run: Path, trial_id: str, sources: dict) -> Path:
@@ -125,7 +123,8 @@ def main() -> None:
         pooled["items"].append(items)
         pooled["pair_items"].append(pair_items)
     print(f"({elapsed:.0f} s of evaluations)\n")
-    print("family            seeds  mean val ECE   SD Monte Carlo   SD training seed   SD items   SD items, paired difference")
+    print("family            seeds  mean val ECE   SD Monte Carlo   SD training seed   SD items   "
+          "SD items, paired difference")
     for fam, n, mean, mc, tr, it, pit in rows:
         print(f"{fam:16s} {n:6d}  {mean:12.4f}   {mc:14.4f}   {tr:16.4f}   {it:8.4f}   {pit:10.4f}")
     mc, tr = math.sqrt(np.mean(pooled["mc"])), math.sqrt(np.mean(pooled["between"]))

@@ -21,7 +21,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from chain import chain_simulator, exact_marginals  # noqa: E402
-
 from focus_tune.scoring.montecarlo import marginal_probs, time_pmf, time_to_event  # noqa: E402
 
 # A slower chain than the tests' (mean time to the absorbing class ~ 12 entries), so that

@@ -141,7 +141,8 @@ def main() -> None:
 
     t_fast, s = timed(lambda: sim.sample(x, args.samples, args.length, generator=gen(), forced_event=END), args.repeats)
     t_model, _ = timed(lambda: sim.sample(x, args.samples, args.length, generator=gen()), args.repeats)
-    t_naive, _ = timed(lambda: naive_sample(sim, x, args.samples, args.length, generator=gen(), method="multinomial"), 1)
+    t_naive, _ = timed(lambda: naive_sample(sim, x, args.samples, args.length, generator=gen(), method="multinomial"),
+                       1)
     mean_len = (s != END).sum(-1).float().mean().item()
     print(f"case: {args.images} images x M={args.samples} x L={args.length}, hidden {args.hidden}, "
           f"19 classes, {args.size}x{args.size} input, {args.threads} threads; mean entries before END {mean_len:.1f}")
@@ -149,7 +150,8 @@ def main() -> None:
     print(f"fast  (gate table, absorbing rows dropped):  {t_fast:8.2f} s")
     print(f"fast  (gate table, every row to the end):    {t_model:8.2f} s")
     print(f"speed-up: {t_naive / t_fast:.1f}x; fast sampler {t_fast / args.images * 64:.2f} s per 64 images")
-    print(f"no forcing costs {t_model / t_fast:.1f}x the forced sampler (and is {t_naive / t_model:.1f}x faster than naive)")
+    print(f"no forcing costs {t_model / t_fast:.1f}x the forced sampler "
+          f"(and is {t_naive / t_model:.1f}x faster than naive)")
 
 
 if __name__ == "__main__":

@@ -149,14 +149,15 @@ def main() -> None:
     (a, old), (b, new) = sides.items()
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                 if ln.startswith("model name")), "unknown CPU") if Path("/proc/cpuinfo").exists() else "unknown CPU"
-    text = (f"{args.game} {args.profile} search, seed {args.seed}, {os.cpu_count()} cores ({cpu}); {a} then {b} in one run\n\n"
+    text = (f"{args.game} {args.profile} search, seed {args.seed}, {os.cpu_count()} cores ({cpu}); "
+            f"{a} then {b} in one run\n\n"
             f"{table(sides)}\n\nratio of trial-seconds {b} / {a}: {new['trial_s'] / old['trial_s']:.2f}\n"
             f"schedules chosen: {a} {old['schedule']}; {b} {new['schedule']}\n")
     print(text)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "cost.json").write_text(json.dumps({"game": args.game, "profile": args.profile, "seed": args.seed, "cpu": cpu,
-                                                        "sides": sides}, indent=1))
+        (args.out / "cost.json").write_text(json.dumps({"game": args.game, "profile": args.profile, "seed": args.seed,
+                                                        "cpu": cpu, "sides": sides}, indent=1))
         (args.out / "cost.md").write_text(text)
 
 

@@ -95,14 +95,16 @@ def main(argv: list[str] | None = None) -> int:
         floor = n if ok and floor is None else floor
         paired = n if ok_paired and paired is None else paired
         print(f"{n:>5} | {m['exact_mean']:.4f} ({m['exact_sd']:.4f}) | {m['blind_mean']:.4f} ({m['blind_sd']:.4f}) "
-              f"| {m['diff_mean']:+.4f} ({m['diff_sd']:.4f})   | {'yes' if ok else 'no':>9} | {'yes' if ok_paired else 'no'}")
+              f"| {m['diff_mean']:+.4f} ({m['diff_sd']:.4f})   | {'yes' if ok else 'no':>9} | "
+              f"{'yes' if ok_paired else 'no'}")
     above = f"above {args.sizes[-1]}"
     print(f"floor: {floor if floor is not None else above} items (smallest size where the SD of the exact row's "
           f"ECE <= {args.gap}); 2 SD of the paired difference <= {args.gap} from "
           f"{paired if paired is not None else above} items")
     if scaled:
         c, cd = float(np.median(scaled)), float(np.median(scaled_diff))
-        print(f"fitted: SD of the ECE ~ {c:.3f} / sqrt(n), so SD <= {args.gap} from n = {int(np.ceil((c / args.gap) ** 2))}; "
+        print(f"fitted: SD of the ECE ~ {c:.3f} / sqrt(n), so SD <= {args.gap} from n = "
+              f"{int(np.ceil((c / args.gap) ** 2))}; "
               f"SD of the paired difference ~ {cd:.3f} / sqrt(n), 2 SD <= {args.gap} from n = "
               f"{int(np.ceil((2 * cd / args.gap) ** 2))}")
     return 0

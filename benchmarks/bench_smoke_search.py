@@ -8,10 +8,11 @@ A search's wall time says less: it waits on the disk and on Ray.
 Each side runs `python -m focus_tune.search --game hero --profile smoke` in a new folder, the
 sides alternating, the same dataset for both; the base revision is checked out into a
 temporary git worktree and imported from there (PYTHONPATH, inherited by Ray's workers), with
-this environment's packages, both trees compiled to bytecode first. CPU-seconds are the whole machine's busy time (/proc/stat) while
-the search runs: run it on an otherwise idle machine. Medians of --repeats. ``--flags`` are added
-to this tree's searches only (e.g. ``--tensorboard``). At the end it says whether every search
-wrote the same results.csv, byte for byte. On a machine that runs other work, ``--cgroup``
+this environment's packages, both trees compiled to bytecode first. CPU-seconds are the whole
+machine's busy time (/proc/stat) while the search runs: run it on an otherwise idle machine.
+Medians of --repeats. ``--flags`` are added to this tree's searches only (e.g.
+``--tensorboard``). At the end it says whether every search wrote the same results.csv, byte
+for byte. On a machine that runs other work, ``--cgroup``
 counts the search's own processes only (a cgroup-v1 cpuacct group that the search and every
 process it starts, Ray's included, belong to; root), not the whole machine.
 

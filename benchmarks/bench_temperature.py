@@ -37,8 +37,7 @@ from focus_tune.scoring import temperature as temp
 from focus_tune.scoring.evaluation import evaluate, teacher_forced_logits
 from focus_tune.sim.adam_patch import eager_optimizers
 from focus_tune.sim.device_split import DeviceSplit
-from focus_tune.sim.model_io import DataInfo
-from focus_tune.sim.model_io import build_model
+from focus_tune.sim.model_io import DataInfo, build_model
 from focus_tune.sim.regularization import LambdaSchedule
 from focus_tune.sim.train import seed_everything, train_one_epoch
 
@@ -93,7 +92,8 @@ def main() -> None:
     L, event, M = m.length, m.event_class, tc.num_samples
     say(f"{args.game} {args.profile}: {len(train)}/{len(val)}/{len(test)} train/val/test items, L={L}, M={M}, "
         f"{epochs} epochs (profile: {tc.epochs}), lr {tc.lr}, batch {tc.batch_size}, {tc.encoder} width "
-        f"{tc.encoder_width} {tc.embed_dim}/{tc.hidden}, event_sampling={tc.event_sampling}, training seed {args.seed}, "
+        f"{tc.encoder_width} {tc.embed_dim}/{tc.hidden}, event_sampling={tc.event_sampling}, "
+        f"training seed {args.seed}, "
         f"{args.threads} thread(s)")
 
     model = build_model(tc, info)

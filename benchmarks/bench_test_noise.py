@@ -48,8 +48,7 @@ from focus_tune.names import FAMILIES  # noqa: E402
 from focus_tune.procedure.plan import SearchPlan  # noqa: E402
 from focus_tune.scoring.evaluation import evaluate, evaluation_generator  # noqa: E402
 from focus_tune.sim.device_split import DeviceSplit  # noqa: E402
-from focus_tune.sim.model_io import DataInfo  # noqa: E402
-from focus_tune.sim.model_io import build_model  # noqa: E402
+from focus_tune.sim.model_io import DataInfo, build_model  # noqa: E402
 
 METRICS = ("marginal/ece", "marginal/ece_debiased", "interval/coverage", "interval/interval_score",
            "marginal/ce", "marginal/auc")
@@ -95,7 +94,8 @@ def evaluate_run(run: Path, samples: list[int], draws: int) -> tuple[dict, int]:
         for M in samples:
             for d in range(draws):
                 own = d == 0 and M == train.num_samples
-                gen = evaluation_generator(s, -1) if own else torch.Generator().manual_seed(1_000_003 * (d + 1) + 7919 * M)
+                gen = (evaluation_generator(s, -1) if own
+                       else torch.Generator().manual_seed(1_000_003 * (d + 1) + 7919 * M))
                 out = evaluate(model, test, M, info.event, gen, train.ece_bins, train.alpha, groups=groups,
                                event_sampling=train.event_sampling, estimator=train.estimator)
                 scores.setdefault((family, s), {}).setdefault(M, []).append({k: out[k] for k in METRICS})
@@ -110,8 +110,8 @@ def evaluate_run(run: Path, samples: list[int], draws: int) -> tuple[dict, int]:
 def table(per_run: list[dict], samples: list[int]) -> str:
     """The summary of :func:`evaluate_run`'s scores, one line per (metric, M)."""
     first = samples[0]
-    lines = [f"metric                    M    mean   shift from M = {first:<3d}   SD MC, one score   SD MC, paired diff."
-             "   SD seeds, paired diff.   MC share, paired diff."]
+    lines = [f"metric                    M    mean   shift from M = {first:<3d}   SD MC, one score   "
+             "SD MC, paired diff.   SD seeds, paired diff.   MC share, paired diff."]
     models = [v for scores in per_run for v in scores.values()]
     for key in METRICS:
         for M in samples:
@@ -166,9 +166,9 @@ def main() -> None:
     per_run = [evaluate_run(run, args.samples, args.draws)[0] for run in args.runs]
     print(f"({time.perf_counter() - started:.0f} s of evaluations)\n")
     if args.out:
-        args.out.write_text(json.dumps({"samples": args.samples, "draws": args.draws, "runs": {
-            str(run): {f"{f}-s{seed}": v for (f, seed), v in scores.items()} for run, scores in zip(args.runs, per_run)}},
-            indent=1))
+        runs = {str(run): {f"{f}-s{seed}": v for (f, seed), v in scores.items()}
+                for run, scores in zip(args.runs, per_run)}
+        args.out.write_text(json.dumps({"samples": args.samples, "draws": args.draws, "runs": runs}, indent=1))
     print(table(per_run, args.samples))
 
 

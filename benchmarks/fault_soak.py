@@ -87,7 +87,8 @@ SEARCH_WEIGHTS = {"driver_kill": 4.0, "worker_kill": 2.0, "driver_sigint": 2.0, 
 TRACKED_SHARE = 1 / 3  # runs with an MLflow server (--tracking-uri)
 STORE_MB = 64  # the tmpfs --storage
 PROCESS_GRACE_S = 60  # the processes of a driver that ended (not SIGKILLed) must be gone within this
-LINGER_LIMIT_S = 120  # those of a SIGKILLed driver: Ray 2.60's agents wait 60 s on the dead GCS first (76 s measured under load)
+# those of a SIGKILLed driver: Ray 2.60's agents wait 60 s on the dead GCS first (76 s measured under load)
+LINGER_LIMIT_S = 120
 SIGINT_LIMIT_S = 180  # a Ctrl-C'd driver must end within this
 DISK_FULL_LIMIT_S = 300  # a driver on a full disk must end within this
 WORKER_WAIT_S = 30  # how long a worker_kill waits for a trial worker to exist
@@ -548,7 +549,8 @@ def mlflow_checks(checks: Checks, db: Path, scenario: Scenario, state: dict) -> 
     kids = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent_id]
     ours = [p for p in parents if p.info.run_id == parent_id]
     checks.check("mlflow_parent_finished", len(ours) == 1 and ours[0].info.status == "FINISHED",
-                 f"the state's parent {parent_id}: " + ", ".join(f"{p.info.run_id[:8]} {p.info.status}" for p in parents))
+                 f"the state's parent {parent_id}: "
+                 + ", ".join(f"{p.info.run_id[:8]} {p.info.status}" for p in parents))
     running = [f"{r.info.run_name} ({r.info.run_id[:8]}, parent {r.data.tags.get('mlflow.parentRunId', '-')[:8]})"
                for r in runs if r.info.status == "RUNNING"]
     checks.check("mlflow_none_running", not running, "RUNNING: " + ", ".join(running))
@@ -858,7 +860,8 @@ class Soak:
     def _after_attempt(self, checks, attempt, code, ended_by, out, run_dir, server_pg) -> None:
         kind = ended_by.kind if ended_by and ended_by.injected else None
         expected = {None: {0}, "driver_kill": {-9, 0}, "driver_sigint": {130, 0}, "disk_full": {2, 0}}[kind]
-        if kind == "disk_full" and code == 2:  # one line; no traceback after the disk filled (a trial's crash before may have one)
+        # one line; no traceback after the disk filled (a trial's crash before may have one)
+        if kind == "disk_full" and code == 2:
             last = out.strip().splitlines()[-1] if out.strip() else ""
             after = out[ended_by.log_at:]
             ok = last.startswith("error: ") and "no space left on device" in last and "Traceback" not in after

@@ -12,7 +12,8 @@ Prints, with the device's name:
    fractional GPUs (the real trainable, ``focus_tune.search.trainable.run_trial``, a few epochs
    each on 84x84 frames with L = 300), and GPU memory per trial;
 4. from those numbers, the minutes of one paper-profile H.E.R.O. training at each GPU
-   fraction, the best ``--gpus-per-trial`` and the cost model's estimate of the search on 8 GPUs (focus_tune.procedure.cost);
+   fraction, the best ``--gpus-per-trial`` and the cost model's estimate of the search on 8 GPUs
+   (focus_tune.procedure.cost);
 5. a smoke search with ``--gpus-per-trial 0.25`` end to end.
 
 The measured rates are written to ``gpu_rates.json`` (``--out``) and to ``--rates-out PATH``:
@@ -102,8 +103,7 @@ def _random_split(n: int, case: Case, device: torch.device, seed: int = 0) -> De
 
 def _model(case: Case, device: torch.device, dry: bool) -> Simulator:
     from focus_tune.config.space import TrainConfig
-    from focus_tune.sim.model_io import DataInfo
-    from focus_tune.sim.model_io import build_model
+    from focus_tune.sim.model_io import DataInfo, build_model
 
     torch.manual_seed(0)
     info = DataInfo(num_classes=case.classes, event=case.classes - 1, condition_class=0, in_channels=case.image[0])
@@ -259,9 +259,9 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
                 self.sps.setdefault(trial.trial_id, []).append(result["train/samples_per_s"])
 
     from focus_tune.config.space import TrainConfig
-    from focus_tune.sim.model_io import DataInfo
     from focus_tune.procedure.job import Splits, TrialJob
     from focus_tune.search.trainable import run_trial
+    from focus_tune.sim.model_io import DataInfo
 
     train = {**paper_train(dry), "epochs": epochs, "eval_every": epochs, "val_items": 8 if dry else 128}
     info = DataInfo(num_classes=case.classes, event=case.classes - 1, condition_class=0, in_channels=case.image[0])
@@ -271,15 +271,16 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
     for precision, n in [(p, n) for p in precisions for n in counts]:
         jobs = []
         for i in range(n):
-            spec = TrialSpec(trial_id=f"{precision}-share{n}-{i}", stage="stage1", family="time-dependent", seed=i, params={},
+            spec = TrialSpec(trial_id=f"{precision}-share{n}-{i}", stage="stage1", family="time-dependent", seed=i,
+                             params={},
                              schedule=LambdaSchedule.staged([0.005], 0.005, min(21, case.length), case.length))
             jobs.append(TrialJob(spec, TrainConfig(**{**train, "precision": precision}), info))
         resources = {"cpu": 1, "gpu": (1 / n) if gpus else 0}
         trainable = tune.with_resources(tune.with_parameters(run_trial, data=data), resources)
         collect = Rates()
         tuner = tune.Tuner(trainable, param_space={"job": tune.grid_search(jobs)},
-                           run_config=tune.RunConfig(name=f"{precision}-share-{n}", storage_path=str(storage), verbose=0,
-                                                     callbacks=[collect]))
+                           run_config=tune.RunConfig(name=f"{precision}-share-{n}", storage_path=str(storage),
+                                                     verbose=0, callbacks=[collect]))
         t0 = time.perf_counter()
         with GpuMemoryPoller() as mem:
             results = tuner.fit()
@@ -298,7 +299,8 @@ def tune_sharing(case: Case, counts: list[int], items: int, epochs: int, gpus: b
                "gpu_mem_per_trial_mib": max(mem_mib) if mem_mib else None}
         rows.append(row)
         mem_s = f"{row['gpu_mem_per_trial_mib']} MiB per trial" if mem_mib else "GPU memory not read"
-        print(f"  {precision} {n} trial(s) at {1 / n:.3g} GPU: {row['aggregate_samples_per_s']:8.1f} samples/s together, "
+        print(f"  {precision} {n} trial(s) at {1 / n:.3g} GPU: "
+              f"{row['aggregate_samples_per_s']:8.1f} samples/s together, "
               f"{row['per_trial_samples_per_s']:8.1f} each, {mem_s}, wall {wall:.0f} s", flush=True)
     return rows
 
@@ -424,8 +426,8 @@ def main() -> int:
             lambda: train_throughput(cases, device, batch=8 if dry else 256, batches=2 if dry else 24, dry=dry,
                                      precisions=usable("fp32", "bf16")))
     section("mc", "2. Monte Carlo validation (evaluate, M = 100)",
-            lambda: mc_validation(hero, device, items=16 if dry else get_spec("hero", "paper").val, probe=8 if dry else 1024,
-                                  budget_s=args.mc_budget_s, dry=dry))
+            lambda: mc_validation(hero, device, items=16 if dry else get_spec("hero", "paper").val,
+                                  probe=8 if dry else 1024, budget_s=args.mc_budget_s, dry=dry))
     with tempfile.TemporaryDirectory() as tmp:
         section("tune", "3. trials sharing the GPU through Ray Tune (the real trainable)",
                 lambda: _with_local_ray(dry, lambda: tune_sharing(
@@ -487,8 +489,8 @@ def _with_local_ray(dry: bool, fn):
 
 def paper_cost(r: dict, dry: bool) -> dict:
     """Minutes of one paper H.E.R.O. training per GPU fraction and the 8-GPU search cost."""
-    from focus_tune.procedure.plan import SearchPlan
     from focus_tune.procedure.cost import Resources, estimate
+    from focus_tune.procedure.plan import SearchPlan
     from focus_tune.procedure.rates import training_minutes_from_rates
 
     cfg = load_search_config(REPO / "search_spaces" / "hero.yaml", "paper")
@@ -506,7 +508,8 @@ def paper_cost(r: dict, dry: bool) -> dict:
                      "gpu_hours_per_training": minutes / 60 * fraction, "wall_hours_8_gpus": cost.wall_minutes / 60,
                      "gpu_hours_busy_8_gpus": cost.gpu_hours_busy, "gpu_hours_billed_8_gpus": cost.gpu_hours_billed})
         print(f"  {fraction:5.3g} GPU per trial: {minutes:5.0f} min per training "
-              f"({minutes / 60 * fraction:4.2f} GPU-hours); the search on 8 GPUs: {cost.wall_minutes / 60:5.1f} h wall, "
+              f"({minutes / 60 * fraction:4.2f} GPU-hours); "
+              f"the search on 8 GPUs: {cost.wall_minutes / 60:5.1f} h wall, "
               f"{cost.gpu_hours_busy:5.1f} GPU-hours busy, {cost.gpu_hours_billed:5.1f} billed")
     best = min(rows, key=lambda row: row["wall_hours_8_gpus"])
     fraction = best["gpus_per_trial"]

@@ -92,7 +92,8 @@ def _model(size: Size, seed: int, device) -> Simulator:
 def _schedule(k: int, size: Size) -> torch.Tensor:
     """A different staged schedule per member (the search's candidates differ so)."""
     lam = (0.001, 0.005, 0.01, 0.05)
-    return LambdaSchedule.staged([lam[k % 4], lam[(k // 4) % 4]], lam[k % 3], min(11, size.length), size.length).tensor()
+    return LambdaSchedule.staged([lam[k % 4], lam[(k // 4) % 4]], lam[k % 3], min(11, size.length),
+                                 size.length).tensor()
 
 
 def _peak(device) -> float | None:
@@ -117,7 +118,8 @@ def solo_rate(size: Size, device, batches: int, bf16: bool) -> dict:
     t0 = time.perf_counter()
     out = train_one_epoch(model, opt, data, _schedule(0, size), size.batch, gen, autocast=bf16)
     _sync(device)
-    return {"samples_per_s": len(data) / (time.perf_counter() - t0), "loss": out["train/loss"], "peak_gib": _peak(device)}
+    return {"samples_per_s": len(data) / (time.perf_counter() - t0), "loss": out["train/loss"],
+            "peak_gib": _peak(device)}
 
 
 def packed_rate(size: Size, device, k: int, batches: int, bf16: bool, graph: bool) -> dict:
@@ -232,10 +234,11 @@ def mc_section(size: Size, device, items: int, probe: int) -> dict:
     out["probe_speedup"] = out["solo_probe_s"] / out["packed_probe_s"]
     print(f"  probe {probe} items: solo evaluate {out['solo_probe_s']:.2f} s, packed {out['packed_probe_s']:.2f} s "
           f"({out['probe_speedup']:.1f}x), largest metric difference {out['max_metric_difference']:.2e}", flush=True)
-    del data
+    data = None  # the probe split's memory back before the full one (the lambdas above read data)
 
     full = _split(items, size, device, seed=3)
-    _, out["packed_full_s"] = timed(lambda: evaluate_packed(packed, [full], 100, event, [torch.Generator().manual_seed(0)]))
+    _, out["packed_full_s"] = timed(lambda: evaluate_packed(packed, [full], 100, event,
+                                                            [torch.Generator().manual_seed(0)]))
     # Where it goes: the sampler alone, then the rest (counts, p_stay, metrics).
     from focus_tune.scoring.packed_eval import sample_packed
 
@@ -243,7 +246,7 @@ def mc_section(size: Size, device, items: int, probe: int) -> dict:
                                                             [torch.Generator().manual_seed(0)]))
     print(f"  packed evaluate of {items} items x L={size.length}: {out['packed_full_s']:.2f} s "
           f"(the sampler alone {out['sampler_full_s']:.2f} s)", flush=True)
-    del full
+    full = None  # its memory back before the quarters (the lambdas above read full)
     quarter = _split(max(1, items // 4), size, device, seed=4)
     pack4, _ = new_pack(models, size.lr, device)
     _, out["packed4_quarter_s"] = timed(lambda: evaluate_packed(pack4, [quarter] * 4, 100, event,
@@ -264,8 +267,8 @@ def paper_cost(report: dict) -> list[dict]:
     (``gpus_per_trial = 1/K``), which assumes a round's members start together.
     """
     from focus_tune.config.space import load_search_config
-    from focus_tune.procedure.cost import Resources, estimate
     from focus_tune.data.builtin.profiles import get_spec
+    from focus_tune.procedure.cost import Resources, estimate
     from focus_tune.procedure.plan import SearchPlan
 
     cfg = load_search_config(REPO / "search_spaces" / "hero.yaml", "paper")
@@ -276,7 +279,8 @@ def paper_cost(report: dict) -> list[dict]:
     evaluations = -(-cfg.train.epochs // cfg.train.eval_every)
     rows = []
     for r in report["train"]:
-        if r["size"] != PAPER.name or r["precision"] != "bf16" or r["mode"] != "packed+graph" or "samples_per_s" not in r:
+        if (r["size"] != PAPER.name or r["precision"] != "bf16" or r["mode"] != "packed+graph"
+                or "samples_per_s" not in r):
             continue
         k = r["k"]
         minutes = (cfg.train.epochs * spec.train * k / r["samples_per_s"] + evaluations * k * val_s) / 60
@@ -319,13 +323,15 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None, help="folder for gpu_packed.json")
     parser.add_argument("--dry", action="store_true", help="tiny sizes on the CPU: checks that it runs")
     parser.add_argument("--sections", default="mc,train,profile", help="in this order")
-    parser.add_argument("--ks", default="4,16,32,64", help="pack sizes (the paper size takes those <= 32, the quick size those >= 16)")
+    parser.add_argument("--ks", default="4,16,32,64",
+                        help="pack sizes (the paper size takes those <= 32, the quick size those >= 16)")
     parser.add_argument("--budget-s", type=float, default=1e9,
                         help="skip the training measurements that would start after this many seconds")
     parser.add_argument("--from-json", type=Path, default=None,
                         help="only cost the paper H.E.R.O. search on 8 GPUs from a run's gpu_packed.json")
     parser.add_argument("--rates-out", type=Path, default=None,
-                        help="with --from-json: also write the pack rates the search reads (focus_tune/procedure/gpu_pack_rates.json)")
+                        help="with --from-json: also write the pack rates the search reads "
+                             "(focus_tune/procedure/gpu_pack_rates.json)")
     parser.add_argument("--measured", default="", help="with --rates-out: the run's date, where its JSON lacks it")
     args = parser.parse_args()
     if args.from_json is not None:
@@ -343,7 +349,8 @@ def main() -> int:
     report: dict = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                     "measured": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
                     "device_memory_gib": (torch.cuda.get_device_properties(device).total_memory / 2**30
-                                          if device.type == "cuda" else None), "dry": args.dry, "errors": {}, "section_s": {}}
+                                          if device.type == "cuda" else None),
+                    "dry": args.dry, "errors": {}, "section_s": {}}
     ks = [int(k) for k in args.ks.split(",")]
     print(f"device: {report['device']}, torch {report['torch']}", flush=True)
     sections = args.sections.split(",")

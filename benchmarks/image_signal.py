@@ -37,8 +37,15 @@ def score(probs: np.ndarray, labels: np.ndarray) -> str:
 
 def atari_ablation(ds, labels: np.ndarray) -> None:
     from focus_tune.data.builtin.ale import (
-        END, FEATURES, PLAYER_MODELS, calibrate_offset, exact_marginals, frame_features, player_params,
-        sample_sequences)
+        END,
+        FEATURES,
+        PLAYER_MODELS,
+        calibrate_offset,
+        exact_marginals,
+        frame_features,
+        player_params,
+        sample_sequences,
+    )
 
     man = ds.manifest
     player = man.details["player_model"]
@@ -61,7 +68,8 @@ def atari_ablation(ds, labels: np.ndarray) -> None:
     rng = np.random.default_rng(0)
     params = [player_params(z_, v1, man.sampling_freq, man.length, offset) for z_ in (z_train, z)]
     train_v1, test_v1 = (sample_sequences(p, rng) for p in params)
-    print(f"  generator v1 (half the image effects), labels redrawn: exact {score(exact_marginals(params[1]), test_v1)}")
+    print(f"  generator v1 (half the image effects), labels redrawn: exact "
+          f"{score(exact_marginals(params[1]), test_v1)}")
     print(f"  generator v1, image-blind: {score(image_blind(train_v1, (len(test_v1), man.length, END + 1)), test_v1)}")
 
 

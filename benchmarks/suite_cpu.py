@@ -73,4 +73,5 @@ class _Recorder:
 def pytest_configure(config):
     if hasattr(config, "workerinput"):
         return
-    config.pluginmanager.register(_Recorder(_counter(), Path(config.getoption("--suite-cpu-out"))), "suite_cpu_recorder")
+    recorder = _Recorder(_counter(), Path(config.getoption("--suite-cpu-out")))
+    config.pluginmanager.register(recorder, "suite_cpu_recorder")

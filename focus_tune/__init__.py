@@ -13,8 +13,7 @@ training recipe for the data as ``python -m focus_tune.recipe`` does and returns
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time on first use (__getattr__)
-    from .search.api import (RecipeResult, SearchOptions, SearchResult, load_model, read_search, run_recipe,
-                             run_search)
+    from .search.api import RecipeResult, SearchOptions, SearchResult, load_model, read_search, run_recipe, run_search
 
 __all__ = ["RecipeResult", "SearchOptions", "SearchResult", "load_model", "read_search", "run_recipe", "run_search"]
 

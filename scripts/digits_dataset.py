@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     images, labels = images_of(digits.images), digits.target.astype(np.int64)
     sequences = draw(labels, rng)
-    source = "scikit-learn load_digits (UCI optical recognition of handwritten digits), 32x32; scripts/digits_dataset.py"
+    source = ("scikit-learn load_digits (UCI optical recognition of handwritten digits), 32x32; "
+              "scripts/digits_dataset.py")
     if args.table is not None:
         from PIL import Image
 

@@ -134,8 +134,8 @@ class LocalCluster:
             head = ["--head", f"--port={self.port}", "--include-dashboard=false"]
             if self.autoscale:
                 head.append(f"--autoscaling-config={self._autoscaler_config()}")
-            self._start_node("head", head, timeout,
-                             env={"RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1"} if self.autoscale else None)
+            env = {"RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1"} if self.autoscale else None
+            self._start_node("head", head, timeout, env=env)
             for i in range(1, self.nodes_wanted):
                 self._start_node(f"worker{i}", [f"--address={self.address}"], timeout)
             self.save()
@@ -210,13 +210,15 @@ class LocalCluster:
     def alive_nodes(self) -> list[dict]:
         """The cluster's alive nodes as Ray sees them (asked from a fresh process)."""
         code = ("import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
-                "print('NODES=' + json.dumps([{k: n[k] for k in ('NodeID', 'NodeManagerAddress', 'RayletSocketName', 'Resources')} "
+                "print('NODES=' + json.dumps([{k: n[k] for k in "
+                "('NodeID', 'NodeManagerAddress', 'RayletSocketName', 'Resources')} "
                 "for n in ray.nodes() if n['Alive']]))" % self.address)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=self.full_env(),
                              timeout=120, cwd=self.root)
         line = next((ln for ln in out.stdout.splitlines() if ln.startswith("NODES=")), None)
         if line is None:
-            raise RuntimeError(f"could not list the nodes of {self.address}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+            raise RuntimeError(f"could not list the nodes of {self.address}:\n"
+                               f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
         return json.loads(line.removeprefix("NODES="))
 
     def wait_for_nodes(self, n: int, timeout: float) -> list[dict]:

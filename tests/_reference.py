@@ -101,10 +101,10 @@ def naive_overconfidence(probs: np.ndarray, labels: np.ndarray) -> float:
 def naive_interval_score(lo, hi, true_times, alpha: float = 0.9) -> float:
     """Mean interval score (Gneiting & Raftery 2007, eq. 43) / mean T, item by item."""
     scores = []
-    for l, u, t in zip(lo, hi, true_times):
-        s = u - l
-        if t < l:
-            s += 2 / (1 - alpha) * (l - t)
+    for low, u, t in zip(lo, hi, true_times):
+        s = u - low
+        if t < low:
+            s += 2 / (1 - alpha) * (low - t)
         elif t > u:
             s += 2 / (1 - alpha) * (t - u)
         scores.append(s)

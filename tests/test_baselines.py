@@ -5,18 +5,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-
-from focus_tune.scoring.metrics import LABEL_SD_KEYS
 import pytest
 
 from focus_tune.data import DatasetWriter, build_dataset, ensure_dataset, load_dataset
 from focus_tune.data.builtin import ale, facemed
 from focus_tune.scoring import baselines
 from focus_tune.scoring.baselines import (
-    ImageBayes, ImageBlind, Oracle, Scoring, has_image_bayes, has_oracle, oracle_samples,
-    split_temperature_scaled, with_baselines)
+    ImageBayes,
+    ImageBlind,
+    Oracle,
+    Scoring,
+    has_image_bayes,
+    has_oracle,
+    oracle_samples,
+    split_temperature_scaled,
+    with_baselines,
+)
+from focus_tune.scoring.metrics import LABEL_SD_KEYS
 from focus_tune.scoring.montecarlo import marginal_probs
-
 
 TRAIN = Scoring(num_samples=50, ece_bins=10, alpha=0.9)
 
@@ -260,8 +266,7 @@ def test_image_bayes_samples_follow_the_posterior_mixture(facemed_smoke):
 
 
 def test_exact_estimates_give_the_true_time_to_event_distribution():
-    from focus_tune.scoring.montecarlo import interval, time_to_event
-    from focus_tune.scoring.montecarlo import estimates_from_marginals
+    from focus_tune.scoring.montecarlo import estimates_from_marginals, interval, time_to_event
 
     ages = np.array([45.0, 70.0, 88.0])
     L = 40

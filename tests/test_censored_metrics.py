@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from focus_tune.scoring import metrics, survival
-from focus_tune.scoring import evaluation
+from focus_tune.scoring import evaluation, metrics, survival
 from focus_tune.scoring.evaluation import score
 from focus_tune.scoring.montecarlo import Estimates
 

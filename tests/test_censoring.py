@@ -17,17 +17,17 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune.data.sequences import censored_items, time_to_event as stored_time_to_event
+from _reference import naive_sequence_metrics
 from focus_tune.data.dataset_reader import Split
+from focus_tune.data.sequences import censored_items, time_to_event as stored_time_to_event
 from focus_tune.scoring import metrics, survival
 from focus_tune.scoring.evaluation import evaluate, score
 from focus_tune.scoring.montecarlo import Estimates
 from focus_tune.scoring.packed_eval import evaluate_packed
+from focus_tune.scoring.temperature import fit_per_entry, fit_pooled
 from focus_tune.sim.device_split import DeviceSplit
 from focus_tune.sim.model import Simulator
 from focus_tune.sim.packed import Member, PackTrainer, member_state_dict, new_pack
-from _reference import naive_sequence_metrics
-from focus_tune.scoring.temperature import fit_per_entry, fit_pooled
 from focus_tune.sim.regularization import regularized_loss
 from focus_tune.sim.train import train_one_epoch
 
@@ -68,7 +68,8 @@ def test_masked_loss_is_a_loop_over_observed_pairs():
     got = regularized_loss(z, y, lam, torch.as_tensor(observed))
     assert got.item() == pytest.approx(_loop_loss(z, y, lam, observed), rel=1e-6)
     # With a member axis: [K, B, L, c], lambdas [K, L], one mask per member -> [K].
-    zk, yk, lk = torch.randn(3, 6, L, C, generator=g), torch.randint(0, C, (3, 6, L), generator=g), torch.rand(3, L, generator=g)
+    zk, yk = torch.randn(3, 6, L, C, generator=g), torch.randint(0, C, (3, 6, L), generator=g)
+    lk = torch.rand(3, L, generator=g)
     masks = np.stack([_prefix_mask(np.random.default_rng(k).integers(1, L + 1, 6)) for k in range(3)])
     got = regularized_loss(zk, yk, lk, torch.as_tensor(masks))
     assert got.shape == (3,)
@@ -134,7 +135,8 @@ def test_masked_metrics_are_the_naive_references_over_each_entrys_observed_items
 def test_an_all_true_mask_gives_the_unmasked_metrics():
     probs, labels, _ = _probs_labels(80, 4)
     everything = np.ones(labels.shape, bool)
-    plain, masked = metrics.sequence_metrics(probs, labels), metrics.sequence_metrics(probs, labels, observed=everything)
+    plain = metrics.sequence_metrics(probs, labels)
+    masked = metrics.sequence_metrics(probs, labels, observed=everything)
     assert masked.keys() == plain.keys()
     for key in plain:
         if key == "per_entry":

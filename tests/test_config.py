@@ -20,8 +20,8 @@ from focus_tune.config.space import (
     parse_override,
     space_path,
 )
-from focus_tune.errors import ConfigError
 from focus_tune.data.builtin.profiles import get_spec
+from focus_tune.errors import ConfigError
 
 BUILTIN_SCENARIOS = ("facemed", "seaquest", "riverraid", "bankheist", "hero", "roadrunner")
 PAPER_GRID = GridConfig(
@@ -212,7 +212,8 @@ BAD = [
     ("train.alpha", 1.0, "train.alpha", "must be in (0, 1)"),
     ("train.alpha", 0, "train.alpha", "must be in (0, 1)"),
     ("train.encoder", "resnet50", "train.encoder", "'resnet50' is not one of resnet18, small"),
-    ("train.selection", "last", "train.selection", "no longer a setting: the search scores every trial at its last epoch"),
+    ("train.selection", "last", "train.selection",
+     "no longer a setting: the search scores every trial at its last epoch"),
     ("train.select_by", "auc", "train.select_by", "is not one of ece, ece_debiased, brier, ce"),
     ("train.tie_se", -0.5, "train.tie_se", "must be a finite number >= 0"),
     ("train.tie_se", "1", "train.tie_se", "quoted?"),
@@ -232,7 +233,8 @@ BAD = [
     ("grid.k2", [1, 2.5], "grid.k2[1]", "expected an integer"),
     ("grid.k1", 0, "grid.k1", "must be >= 1"),
     ("profiles.quick.grid.k1", 200, "profiles.quick.grid.k1", "leaves no joint entries"),
-    ("profiles.quick.grid.k2", [1, 2], "profiles.quick.grid.k1", "every k2 in [1, 2] (profiles.quick.grid.k2) is <= k1"),
+    ("profiles.quick.grid.k2", [1, 2], "profiles.quick.grid.k1",
+     "every k2 in [1, 2] (profiles.quick.grid.k2) is <= k1"),
     ("final_seeds", 0, "final_seeds", "must be >= 1"),
     ("scenario", "../etc", "scenario", "it names folders"),
     ("train", [1, 2], "train", "must be a mapping"),
@@ -265,7 +267,8 @@ def test_missing_required_keys(tmp_path, missing):
 
 def test_unknown_profile_lists_the_valid_ones(tmp_path):
     path = write(tmp_path, base_space())
-    with pytest.raises(ConfigError, match=r"space.yaml: unknown profile 'fast'; choose one of smoke, quick, overconfident, paper"):
+    with pytest.raises(ConfigError,
+                       match=r"space.yaml: unknown profile 'fast'; choose one of smoke, quick, overconfident, paper"):
         load_search_config(path, "fast")
 
 

@@ -32,7 +32,8 @@ def test_every_field_has_its_text_and_its_row():
         assert f.metadata["doc"], f.name
     for key in ("scenario", "final_seeds"):
         assert f"| `{key}` |" in page
-    for words in ("--print-config", "--set KEY=VALUE", "generic search space", "| hero | paper | 98553 / 16769 / 16885 |"):
+    for words in ("--print-config", "--set KEY=VALUE", "generic search space",
+                  "| hero | paper | 98553 / 16769 / 16885 |"):
         assert words in page, words
 
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 
-from focus_tune.scoring.metrics import ece, interval_metrics, reliability_curve, rmse_to_truth, sequence_metrics
 from _reference import naive_ece, naive_sequence_metrics
+from focus_tune.scoring.metrics import ece, interval_metrics, reliability_curve, rmse_to_truth, sequence_metrics
 
 
 def random_probs(rng, N, L, c, alpha=1.0):

@@ -2,11 +2,10 @@ import numpy as np
 import pytest
 import torch
 
+from _reference import naive_sample
+from chain import P0, P, chain_simulator, exact_marginals
 from focus_tune.scoring.montecarlo import marginal_probs
 from focus_tune.sim.model import Simulator
-from _reference import naive_sample
-
-from chain import P, P0, chain_simulator, exact_marginals
 
 
 def images(n, size=32, seed=0):
@@ -213,6 +212,7 @@ def test_building_a_model_does_not_import_torchvision():
     import sys
 
     code = ("import sys, focus_tune.search.trainable, focus_tune.sim.model as m; m.Simulator(5, 'resnet18', 32, 32, "
-            "encoder_width=16); print(sorted(k for k in sys.modules if k.startswith(('torchvision', 'torch._dynamo'))))")
+            "encoder_width=16); "
+            "print(sorted(k for k in sys.modules if k.startswith(('torchvision', 'torch._dynamo'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

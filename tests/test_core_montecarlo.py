@@ -2,9 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from focus_tune.scoring.montecarlo import conditional_probs, interval, leak, marginal_probs, time_to_event
-
 from chain import draw_chain, exact_marginals
+from focus_tune.scoring.montecarlo import conditional_probs, interval, leak, marginal_probs, time_to_event
 
 
 def test_marginals_of_a_known_chain_within_four_standard_errors():
@@ -99,8 +98,8 @@ def test_leak_equals_a_naive_loop():
 def test_estimate_counted_is_the_frequencies_and_the_sampled_times():
     """The one entry point: counted estimates of draws (a device-free tensor, the conditioned
     items' draws beside), and the names it accepts."""
-    from focus_tune.scoring.montecarlo import Drawn, estimate, time_pmf
     from focus_tune.names import ESTIMATORS
+    from focus_tune.scoring.montecarlo import Drawn, estimate, time_pmf
 
     rng = np.random.default_rng(4)
     s = draw_chain(5, 40, 8, rng)

@@ -9,8 +9,13 @@ from focus_tune.data.builtin.profiles import BUILTIN_SCENARIOS, get_spec
 from focus_tune.procedure.cost import Resources, efficiency, estimate, naive_rounds, plan_cost, simulate, stats
 from focus_tune.procedure.plan import SearchPlan
 from focus_tune.procedure.rates import (
-    evaluation_minutes_from_rates, load_gpu_rates, measured_trial_minutes, same_gpu, trial_minutes_for,
-    training_minutes_from_rates)
+    evaluation_minutes_from_rates,
+    load_gpu_rates,
+    measured_trial_minutes,
+    same_gpu,
+    training_minutes_from_rates,
+    trial_minutes_for,
+)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,17 @@ import pytest
 
 from focus_tune.data import ATARI_GAMES, build_dataset, get_spec, load_dataset
 from focus_tune.data.builtin.ale import (
-    ALE_ACTIONS, CLASS_NAMES, END, PLAYER_MODELS, PlayerParams, build_atari, exact_marginals, params_from_manifest,
-    player_params, sample_sequences)
+    ALE_ACTIONS,
+    CLASS_NAMES,
+    END,
+    PLAYER_MODELS,
+    PlayerParams,
+    build_atari,
+    exact_marginals,
+    params_from_manifest,
+    player_params,
+    sample_sequences,
+)
 from focus_tune.data.builtin.profiles import PAPER_MEAN_LENGTH_S
 from focus_tune.data.sequences import time_to_event
 

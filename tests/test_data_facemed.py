@@ -8,8 +8,17 @@ from scipy import stats
 
 from focus_tune.data import build_dataset, load_dataset
 from focus_tune.data.builtin.facemed import (
-    DEAD, HEALTHY, ILL, exact_marginals, exact_marginals_batch, import_utkface, parse_utkface_name, sample_ages,
-    sample_sequences, transition_matrix)
+    DEAD,
+    HEALTHY,
+    ILL,
+    exact_marginals,
+    exact_marginals_batch,
+    import_utkface,
+    parse_utkface_name,
+    sample_ages,
+    sample_sequences,
+    transition_matrix,
+)
 from focus_tune.data.builtin.faces import render_faces
 
 

@@ -18,8 +18,8 @@ from PIL import Image
 
 from focus_tune.data import describe_dataset, load_dataset, read_manifest, write_dataset
 from focus_tune.data.__main__ import main
-from focus_tune.data.sequences import censored_items
 from focus_tune.data.dataset_format import sha256_file
+from focus_tune.data.sequences import censored_items
 from focus_tune.errors import DataError
 
 H, W = 12, 20  # non-square on purpose
@@ -178,7 +178,6 @@ def test_a_manifest_with_another_absorbing_class_or_the_event_as_condition_is_re
 
 
 def test_group_split_keeps_groups_together(tmp_path):
-    rows = [("a b END",)] * 40
     folder = tmp_path / "src"
     folder.mkdir()
     lines = ["image,sequence,patient"]

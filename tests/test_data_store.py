@@ -112,7 +112,8 @@ def test_missing_column_or_wrong_shape_is_refused(tmp_path):
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["image_shape"] = [3, 5, 4]  # same number of bytes, other shape: still refused
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(DataError, match=r"train\.parquet: images have shape \[3, 4, 5\], the manifest says \[3, 5, 4\]"):
+    with pytest.raises(DataError,
+                       match=r"train\.parquet: images have shape \[3, 4, 5\], the manifest says \[3, 5, 4\]"):
         load_dataset(folder)
     manifest["image_shape"] = [3, 4, 4]
     (folder / "manifest.json").write_text(json.dumps(manifest))

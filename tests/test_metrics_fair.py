@@ -10,12 +10,25 @@ import itertools
 import numpy as np
 import pytest
 
+from _reference import (
+    naive_crps,
+    naive_ece_debiased_squared,
+    naive_interval_score,
+    naive_overconfidence,
+    naive_sequence_metrics,
+)
 from focus_tune.scoring.metrics import (
-    LABEL_SD_KEYS, crps, ece, ece_debiased, ece_debiased_squared, interval_metrics, label_noise, sequence_metrics,
-    signed_root)
+    LABEL_SD_KEYS,
+    crps,
+    ece,
+    ece_debiased,
+    ece_debiased_squared,
+    interval_metrics,
+    label_noise,
+    sequence_metrics,
+    signed_root,
+)
 from focus_tune.scoring.montecarlo import interval, time_pmf
-from _reference import (naive_crps, naive_ece_debiased_squared, naive_interval_score,
-                        naive_overconfidence, naive_sequence_metrics)
 
 
 def binary(conf):

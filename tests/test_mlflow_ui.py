@@ -16,7 +16,6 @@ from importlib.metadata import PackageNotFoundError, packages_distributions, req
 from pathlib import Path
 
 import mlflow
-import numpy as np
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
@@ -32,7 +31,8 @@ PARENT_METRICS_MAX = 40
 # <row>/ only where the metric is not the run's own model's (the parent's rows, a none final's
 # temperature-scaled row, a final's +conformal rows: conformal/, temperature-scaled/conformal/),
 # then the split, then the metric's path
-KEY = re.compile(r"^(?:(?P<row>[A-Za-z-]+(?:/conformal)?)/)?(?P<split>train|val|test|time|decision|search)/[a-z0-9_/]+$")
+KEY = re.compile(r"^(?:(?P<row>[A-Za-z-]+(?:/conformal)?)/)?"
+                 r"(?P<split>train|val|test|time|decision|search)/[a-z0-9_/]+$")
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from focus_tune.config.space import TrainConfig, load_search_config, space_path
-from focus_tune.sim.model_io import DataInfo
-from focus_tune.sim.model_io import CONFIG, build_model, load_model, read_config, save_model
+from focus_tune.sim.model_io import CONFIG, DataInfo, build_model, load_model, read_config, save_model
 
 INFO = DataInfo(num_classes=4, event=3, condition_class=0, in_channels=3)
 

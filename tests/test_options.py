@@ -30,9 +30,9 @@ SAMPLES = {"data": "d", "space": "s.yaml", "data_root": "cache", "storage": "els
            "trial_minutes": "1.5", "gpu_type": "A10G", "rates": "r.json"}
 # run_search's keywords before it took options= (each a flag of a search that runs).
 FORMER_KEYWORDS = ("game", "data", "profile", "space", "overrides", "seed", "final_seeds", "data_root", "storage",
-                   "name", "experiment", "tracking_uri", "address", "cpus_per_trial", "gpus_per_trial", "max_concurrent",
-                   "pack", "wait_for_resources", "resume", "joint_search", "joint_budget", "register", "max_retries",
-                   "tensorboard", "allow_small", "trainable")
+                   "name", "experiment", "tracking_uri", "address", "cpus_per_trial", "gpus_per_trial",
+                   "max_concurrent", "pack", "wait_for_resources", "resume", "joint_search", "joint_budget", "register",
+                   "max_retries", "tensorboard", "allow_small", "trainable")
 
 
 def _dataset(root: Path, name: str = "mine") -> Path:

@@ -111,7 +111,8 @@ def test_the_report_names_the_absent_rows_and_the_censoring(tmp_path):
     notes = data_notes(dataset, {"image-blind": [{}], "none": [{}]})
     assert [n.split("`")[1] for n in notes[:3]] == ["image-Bayes", "oracle", "exact"]
     censored = int(dataset.test.censored.sum())
-    assert notes[3].startswith("Split sizes") and notes[4].startswith(f"Censoring: {censored} of {len(dataset.test)} test items")
+    assert notes[3].startswith("Split sizes")
+    assert notes[4].startswith(f"Censoring: {censored} of {len(dataset.test)} test items")
     full = load_dataset(_dataset(tmp_path, name="full", censor=False))
     assert not any(n.startswith("Censoring") for n in data_notes(full, {"exact": [{}], "oracle": [{}],
                                                                        "image-Bayes": [{}]}))
@@ -138,8 +139,8 @@ def test_image_blind_completion_draws_as_one_donor_search_per_sequence_would():
 
 
 def test_a_dataset_too_small_to_tell_a_family_from_image_blind_is_refused_unless_allow_small(tmp_path):
-    from focus_tune.search.cli import MIN_SPLIT_ITEMS, check_split_sizes, parse_options
     from focus_tune.errors import SearchError
+    from focus_tune.search.cli import MIN_SPLIT_ITEMS, check_split_sizes, parse_options
 
     small = _dataset(tmp_path)  # 60 items: 6 test, 12 validation
     options = parse_options(["--data", str(small)])
@@ -206,6 +207,7 @@ def test_the_report_carries_the_recipe_caveat_of_ones_own_data(tmp_path):
 
     data = _dataset(tmp_path)
     (note,) = recipe_notes(parse_options(["--data", str(data), "--allow-small"]))
-    assert note.startswith("Recipe: the training recipe is the generic space's") and "python -m focus_tune.recipe" in note
+    assert note.startswith("Recipe: the training recipe is the generic space's")
+    assert "python -m focus_tune.recipe" in note
     assert recipe_notes(parse_options(["--data", str(data), "--profile", "smoke"])) == []
     assert recipe_notes(parse_options(["--game", "hero"])) == []

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import json
 import subprocess

@@ -22,8 +22,16 @@ from focus_tune.scoring.packed_eval import evaluate_packed, sample_packed
 from focus_tune.sim.device_split import DeviceSplit
 from focus_tune.sim.model import Simulator
 from focus_tune.sim.packed import (
-    Member, PackTrainer, PackedSimulator, load_member, load_member_optimizer, member_model, member_optimizer_state,
-    member_state_dict, new_pack)
+    Member,
+    PackedSimulator,
+    PackTrainer,
+    load_member,
+    load_member_optimizer,
+    member_model,
+    member_optimizer_state,
+    member_state_dict,
+    new_pack,
+)
 from focus_tune.sim.train import LearningRate, train_one_epoch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,8 +235,8 @@ def test_packed_samples_and_metrics_equal_solo_in_float32():
 def test_packed_evaluation_per_member_splits():
     splits = [_split(24, 20), _split(24, 21)]
     models = _trained_models(torch.float64)
-    got = evaluate_packed(PackedSimulator(models), splits, 10, C - 1, [torch.Generator().manual_seed(k) for k in (0, 1)],
-                          per_entry=True)
+    got = evaluate_packed(PackedSimulator(models), splits, 10, C - 1,
+                          [torch.Generator().manual_seed(k) for k in (0, 1)], per_entry=True)
     for k, model in enumerate(models):
         want = evaluate(model, splits[k], 10, C - 1, torch.Generator().manual_seed(k), per_entry=True)
         assert got[k]["marginal/ece"] == pytest.approx(want["marginal/ece"], abs=TOL)

@@ -46,7 +46,8 @@ def tiny(tmp_path) -> Path:
     torch.manual_seed(0)
     model = Simulator(4, encoder="small", embed_dim=16, hidden=16)
     return save_model(tmp_path / "model", model, TRAIN, INFO,
-                      extra={"family": "time-dependent", "class_names": CLASSES, "length": L, "image_shape": [3, 16, 16]})
+                      extra={"family": "time-dependent", "class_names": CLASSES, "length": L,
+                             "image_shape": [3, 16, 16]})
 
 
 @pytest.fixture
@@ -270,7 +271,8 @@ def test_dataset_items_come_with_their_truth(searched, capsys):
 @pytest.mark.slow
 def test_missing_uri_says_so_without_a_traceback(searched, capsys):
     # As a user runs it: one line on stderr, exit status 2, nothing on stdout.
-    proc = subprocess.run([sys.executable, "-m", "focus_tune.predict", "--model", "runs:/0123456789abcdef/model-time-dependent",
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.predict",
+                           "--model", "runs:/0123456789abcdef/model-time-dependent",
                            "--tracking-uri", searched["uri"], str(searched["pngs"][0])],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""

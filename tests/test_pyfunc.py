@@ -19,8 +19,7 @@ import pytest
 from focus_tune import predict
 from focus_tune.data import load_dataset
 from focus_tune.pyfunc import SimulatorModel
-from test_tracking import _saved_model  # noqa: F401  (fixtures: dataset, manifest, tracker)
-from test_tracking import dataset, manifest, tracker  # noqa: F401
+from test_tracking import _saved_model, dataset, manifest, tracker  # noqa: F401  (fixtures: dataset, manifest, tracker)
 
 
 @pytest.fixture
@@ -53,8 +52,8 @@ def test_pyfunc_load_model_predicts_what_predict_computes(logged, tracker, manif
     np.testing.assert_allclose(one["marginals"][0], out["marginals"][1])
     # the defaults are the CLI's (M = 100, seed 0, Rao-Blackwellized)
     default = model.predict({"images": images[:1]})
-    np.testing.assert_allclose(default["marginals"][0], _reference(uri, tracker.uri, images[:1], 100, 0)[0]["marginals"],
-                               atol=1e-6)
+    expected = _reference(uri, tracker.uri, images[:1], 100, 0)[0]["marginals"]
+    np.testing.assert_allclose(default["marginals"][0], expected, atol=1e-6)
 
 
 def test_pyfunc_rejects_images_of_another_shape(logged, tracker):  # noqa: F811
@@ -114,7 +113,8 @@ def test_register_makes_a_version_per_family_with_its_alias(tracker, manifest, t
     versions = {family: tracker.register_model(model_id, "focus-facemed", family) for family, model_id in ids.items()}
     assert versions == {"none": 1, "time-dependent": 2}
     client = tracker.client
-    assert client.get_model_version_by_alias("focus-facemed", "time-dependent").source == f"models:/{ids['time-dependent']}"
+    version = client.get_model_version_by_alias("focus-facemed", "time-dependent")
+    assert version.source == f"models:/{ids['time-dependent']}"
     mlflow.set_tracking_uri(tracker.uri)
     model = mlflow.pyfunc.load_model("models:/focus-facemed@time-dependent")
     c, h, w = manifest.image_shape

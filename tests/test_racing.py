@@ -57,7 +57,8 @@ def test_unknown_noise_or_one_entrant_stops_nothing():
 
 def test_changed_decisions_counts_a_stopped_winner():
     se = _se({("b", "a"): 0.01, ("d", "c"): 0.01})
-    out = changed_decisions({"stage1": [("a", 0.1, 0.0), ("b", 0.2, 0.0)], "stage2": [("c", 0.1, 0.0), ("d", 0.2, 0.0)]},
+    out = changed_decisions({"stage1": [("a", 0.1, 0.0), ("b", 0.2, 0.0)],
+                             "stage2": [("c", 0.1, 0.0), ("d", 0.2, 0.0)]},
                             {"stage1": "a", "stage2": "d"}, 5, 3.0, 1.0, se)
     assert out["stage1"] == {"stopped": ["b"], "winner": "a", "changed": False, "candidates": 2}
     assert out["stage2"]["changed"] is True  # d won at full training but was behind at the race epoch

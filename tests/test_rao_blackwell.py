@@ -4,12 +4,11 @@ import numpy as np
 import pytest
 import torch
 
+from chain import chain_simulator, exact_marginals
 from focus_tune.scoring.evaluation import evaluate
 from focus_tune.scoring.montecarlo import estimates_from_distributions, marginal_probs, time_pmf, time_to_event
 from focus_tune.sim.device_split import DeviceSplit
 from focus_tune.sim.model import Simulator
-
-from chain import chain_simulator, exact_marginals
 
 EVENT = 2  # the chain's absorbing class
 

@@ -17,7 +17,7 @@ import pytest
 from focus_tune.config.space import load_search_config
 from focus_tune.data import write_dataset
 from focus_tune.errors import ConfigError
-from focus_tune.recipe.tuning import RecipeSpace, load_recipe_space, recipe_train, regime_of, space_with_recipe
+from focus_tune.recipe.tuning import load_recipe_space, recipe_train, regime_of, space_with_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 

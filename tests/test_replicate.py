@@ -56,7 +56,8 @@ def _run(folder: Path, r: int):
                          "constant": "all=0.005"},
               "stages": [_stage("stage1", [("stage1-l0.005", 0.005, 0.021, 0.002), ("stage1-l0.05", 0.05, 0.020, None)],
                                 "stage1-l0.005", rule="tie: less penalty"),
-                         _stage("constant", [("constant-0.005", 0.005, 0.02, None), ("constant-0.05", 0.05, 0.05, 0.003)],
+                         _stage("constant",
+                                [("constant-0.005", 0.005, 0.02, None), ("constant-0.05", 0.05, 0.05, 0.003)],
                                 "constant-0.005")]}
     (report / "search.json").write_text(json.dumps(search))
 
@@ -155,7 +156,8 @@ def test_a_sweep_cell_is_judged_as_a_search():
             for s in range(3) for e in (80, 160)]
     run = sweep_run(rows, 160)
     assert [r["test/marginal/ece"] for r in run["finals"]["none"]] == [pytest.approx(0.096)] * 3
-    assert run["finals"]["oracle"] == [{"seed": s, "test/marginal/ece": 0.03, "test/marginal/ce": 0.4} for s in range(3)]
+    assert run["finals"]["oracle"] == [{"seed": s, "test/marginal/ece": 0.03, "test/marginal/ce": 0.4}
+                                       for s in range(3)]
     assert check_run(run, PAPER_REGIME) == []
 
 
@@ -362,7 +364,8 @@ def test_the_verdict_across_scenarios(tmp_path):
     plain.write_text("no block here\n")
     cmd = [sys.executable, "-m", "focus_tune.replicate.verdict", "--out", str(tmp_path / "verdict"), str(out)]
     refused = subprocess.run([*cmd, "--docs", str(readme), str(plain)], capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2 and "plain.md: needs one" in refused.stderr and "no file was changed" in refused.stderr
+    assert refused.returncode == 2
+    assert "plain.md: needs one" in refused.stderr and "no file was changed" in refused.stderr
     assert "old table" in readme.read_text() and plain.read_text() == "no block here\n"
     proc = subprocess.run([*cmd, "--docs", str(readme)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -485,8 +488,9 @@ def test_the_split_association_pairs_each_search_with_its_own_dataset():
         seeds = range(5 * k, 5 * k + 5)
         reps[scenario] = {"means": {"test/interval/coverage": {"none +conformal": {
             "per_seed": {str(s): float(coverage[s]) for s in seeds}}}}}
-        data[scenario] = {"per_dataset": [{"folder": f"{scenario}-quick-seed{s}", "seed": s, "mean_length": float(test_len[s]),
-                                           "val_mean_length": float(val_len[s])} for s in seeds]}
+        data[scenario] = {"per_dataset": [{"folder": f"{scenario}-quick-seed{s}", "seed": s,
+                                           "mean_length": float(test_len[s]), "val_mean_length": float(val_len[s])}
+                                          for s in seeds]}
     data["a"]["per_dataset"].append({"folder": "a-quick-seed9", "seed": 9, "mean_length": 5.0,
                                      "val_mean_length": 5.0})  # no such search
     a = split_association(reps, data)
@@ -510,7 +514,14 @@ def test_the_split_association_pairs_each_search_with_its_own_dataset():
 def test_readme_and_results_open_with_the_committed_verdict():
     """The verdict blocks of README.md and docs/RESULTS.md are the short table of the committed
     docs/results/verdict/verdict.json (scripts/verdict_aggregate.sh writes all three)."""
-    from focus_tune.replicate.verdict import BLOCK_END, BLOCK_START, DATA_END, DATA_START, facts_markdown, short_markdown
+    from focus_tune.replicate.verdict import (
+        BLOCK_END,
+        BLOCK_START,
+        DATA_END,
+        DATA_START,
+        facts_markdown,
+        short_markdown,
+    )
 
     root = Path(__file__).resolve().parents[1]
     v = json.loads((root / "docs" / "results" / "verdict" / "verdict.json").read_text())

@@ -381,7 +381,9 @@ def test_baseline_rows_in_the_csv(with_baselines):
 def test_paired_test_against_hand_computed_values():
     from focus_tune.report import paired
 
-    rows = lambda values, seeds=(0, 1, 2): [{"seed": s, "m": v} for s, v in zip(seeds, values)]
+    def rows(values, seeds=(0, 1, 2)):
+        return [{"seed": s, "m": v} for s, v in zip(seeds, values)]
+
     # per-seed differences 1, 2, 3: mean 2, SD 1, t = 2 / (1 / sqrt 3) = 3.464, df = 2 -> p = 0.07418
     diff, p, n = paired(rows([2.0, 4.0, 6.0]), rows([1.0, 2.0, 3.0]), "m")
     assert (diff, n) == (pytest.approx(2.0), 3)
@@ -396,7 +398,8 @@ def test_paired_test_against_hand_computed_values():
     assert math.isnan(paired(rows([1.0]), rows([2.0]), "m")[1])  # one pair: no test
     assert paired(rows([1.0, float("nan"), 3.0]), rows([0.0, 1.0, 1.0]), "m")[2] == 2  # NaN: no pair
     assert math.isnan(paired(rows([2.0, 3.0]), rows([1.0, 2.0]), "m")[1])  # identical differences
-    assert paired(rows([]), rows([1.0]), "m") == (pytest.approx(math.nan, nan_ok=True), pytest.approx(math.nan, nan_ok=True), 0)
+    nan = pytest.approx(math.nan, nan_ok=True)
+    assert paired(rows([]), rows([1.0]), "m") == (nan, nan, 0)
 
 
 def test_detectable_difference_by_hand():
@@ -488,8 +491,8 @@ def test_signed_columns_rank_by_distance_from_zero_and_groups_get_a_table(tmp_pa
 
 
 def test_label_noise_paragraph_from_the_exact_row():
-    from focus_tune.scoring.metrics import LABEL_SD_KEYS
     from focus_tune.report.markdown import label_noise_lines
+    from focus_tune.scoring.metrics import LABEL_SD_KEYS
 
     assert label_noise_lines({"none": [{"seed": 0}]}) == []  # no exact row: no paragraph
     assert label_noise_lines({"exact": [{"seed": None, "test/marginal/ece": 0.01}]}) == []  # no keys
@@ -546,8 +549,8 @@ def test_conformal_rows_leave_the_model_tables_unchanged(tmp_path):
     """'+conformal' rows (split off the finals by baselines.split_conformal) get a section and
     a plain table of their own; every other section, the printed tables before theirs and the
     csv rows of the models are those of the same finals without them."""
-    from focus_tune.scoring.baselines import split_conformal
     from focus_tune.names import CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX
+    from focus_tune.scoring.baselines import split_conformal
 
     plain = make_finals(with_baselines=True)
     extended = make_finals(with_baselines=True)

@@ -103,7 +103,8 @@ def test_rates_and_gpu_type_are_checked(tmp_path, capsys, monkeypatch):
     assert f"error: $FOCUS_TUNE_GPU_RATES={bad}: not a rates file of benchmarks/gpu_check.py: no measured," in err
     for flag in (["--gpu-type", "A10G"], ["--rates", str(bad)]):
         assert search.main(["--game", "hero", *flag]) == 2
-        assert "--gpu-type and --rates are what the dry run costs with: use them with --dry-run" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "--gpu-type and --rates are what the dry run costs with: use them with --dry-run" in err
 
 
 def test_ray_client_addresses_are_refused_with_what_to_do(capsys):
@@ -141,7 +142,8 @@ def test_uri_storage_keeps_state_local_and_checkpoints_as_uris():
     assert storage.tune_storage(args.storage, run_dir) == "s3://bucket/focus/hero-paper-seed1"
     local = parse_options(["--game", "hero", "--profile", "paper", "--seed", "1", "--storage", "/mnt/focus/runs"])
     assert storage.run_dir(local) == Path("/mnt/focus/runs/hero-paper-seed1")
-    s3 = types.SimpleNamespace(path="bucket/focus/x/checkpoint_000001", filesystem=types.SimpleNamespace(type_name="s3"))
+    s3 = types.SimpleNamespace(path="bucket/focus/x/checkpoint_000001",
+                               filesystem=types.SimpleNamespace(type_name="s3"))
     assert storage.checkpoint_uri(s3) == "s3://bucket/focus/x/checkpoint_000001"
     disk = types.SimpleNamespace(path="/tmp/x/checkpoint_000001", filesystem=types.SimpleNamespace(type_name="local"))
     assert storage.checkpoint_uri(disk) == "/tmp/x/checkpoint_000001"

@@ -81,7 +81,8 @@ def test_full_procedure_report_and_mlflow(uninterrupted):
     for key in ("image-blind/test/marginal/ce", "none/test/interval/interval_score"):  # headline metrics
         assert key in parents[0].data.metrics, key
     # every row's every test metric is in the parent's table (tests/test_mlflow_ui.py: what is a metric)
-    table = json.loads(Path(download_artifacts(run_id=parents[0].info.run_id, artifact_path="report/tables/test_metrics.json",
+    table = json.loads(Path(download_artifacts(run_id=parents[0].info.run_id,
+                                               artifact_path="report/tables/test_metrics.json",
                                                tracking_uri=f"sqlite:///{work / 'mlflow.db'}")).read_text())
     keyed = {f"{row}/{metric}" for row, metric in
              ((r[table["columns"].index("row")], r[table["columns"].index("metric")]) for r in table["data"])}
@@ -285,7 +286,8 @@ def test_killed_driver_resumes_without_retraining(interrupted):
         run / "report" / "results.md").read_text()
     assert MlflowClient(f"sqlite:///{work / 'mlflow.db'}").get_experiment_by_name(f"focus-tune/{GAME}") is None
     assert not (run.parent / RUN).exists()
-    assert (run / "report" / "results.csv").read_bytes() == (plain / "runs" / RUN / "report" / "results.csv").read_bytes()
+    assert ((run / "report" / "results.csv").read_bytes()
+            == (plain / "runs" / RUN / "report" / "results.csv").read_bytes())
 
     def settings(path: Path) -> list[str]:  # config.yaml but for its comments (where it came from, the --set)
         return [line for line in path.read_text().splitlines() if not line.startswith("#")]
@@ -314,7 +316,8 @@ def test_ray_tune_analysis_reads_every_trial(smoke_search):
         assert trained.loc[tid, "val/ece"] == pytest.approx(state["results"][tid]), tid
     evaluated = df[df["config/trial/evaluates"].notna()]
     assert len(evaluated) == 3 and evaluated["test/marginal/ece"].notna().all()
-    assert {"config/trial/stage", "config/trial/family", "config/trial/schedule", "config/trial/seed"} <= set(df.columns)
+    assert {"config/trial/stage", "config/trial/family", "config/trial/schedule",
+            "config/trial/seed"} <= set(df.columns)
     best = analysis.get_best_trial(metric="val/ece", mode="min")
     assert best.last_result["val/ece"] == pytest.approx(trained["val/ece"].min())
     assert best.config["trial"]["trial_id"] == best.config["job"].trial_id

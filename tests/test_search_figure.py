@@ -79,7 +79,8 @@ def test_figure_and_report_section(tmp_path):
     png, pdf = plot_search(trace, tmp_path / "search.png", "hero (test)")
     _image(png)
     assert pdf.read_bytes().startswith(b"%PDF")
-    finals = {"none": [{"seed": 0, "test/marginal/ece": 0.1}], "time-dependent": [{"seed": 0, "test/marginal/ece": 0.09}]}
+    finals = {"none": [{"seed": 0, "test/marginal/ece": 0.1}],
+              "time-dependent": [{"seed": 0, "test/marginal/ece": 0.09}]}
     report = write_report(tmp_path / "report", "hero", "test", finals, trace["chosen"], ["a", "b"], 0, search=trace)
     names = {f.name for f in report.files}
     assert {"search.png", "search.pdf", "search.json"} <= names

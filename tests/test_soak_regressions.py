@@ -31,4 +31,5 @@ def test_a_worker_killed_while_its_actor_starts_is_retried_as_one_run(tracker, m
     runs = tracker._child_runs()
     assert [r.data.tags["trial_id"] for r in runs] == [j.trial_id]
     tags = tracker.client.get_run(runs[0].info.run_id).data.tags
-    assert tags["retries"] == "1" and tags["retry.1"].startswith("The actor is dead because its worker process has died")
+    assert tags["retries"] == "1"
+    assert tags["retry.1"].startswith("The actor is dead because its worker process has died")

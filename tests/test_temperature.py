@@ -8,13 +8,11 @@ import torch
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
+from chain import chain_simulator, draw_chain
 from focus_tune.scoring import montecarlo
 from focus_tune.scoring.evaluation import draw_samples, evaluate, teacher_forced_logits
-from focus_tune.scoring.temperature import (
-    BOUNDS, fit_per_entry, fit_pooled, live_mask, paired_bootstrap_se)
+from focus_tune.scoring.temperature import BOUNDS, fit_per_entry, fit_pooled, live_mask, paired_bootstrap_se
 from focus_tune.sim.device_split import DeviceSplit
-
-from chain import chain_simulator, draw_chain
 
 EVENT = 3  # the absorbing class of the synthetic data below
 
@@ -213,8 +211,8 @@ def test_the_unregularized_final_reports_its_grid_temperature():
     from focus_tune.config.space import load_search_config, space_path
     from focus_tune.data.dataset_reader import Split as StoredSplit
     from focus_tune.procedure.job import Splits
-    from focus_tune.sim.model_io import DataInfo
     from focus_tune.scoring.temperature import GRID
+    from focus_tune.sim.model_io import DataInfo
     from focus_tune.trial import TrialSplits, score_final
 
     sim = chain_simulator(P=FAST)
@@ -253,7 +251,8 @@ def test_the_unregularized_final_reports_its_grid_temperature():
     assert all(x in GRID and x <= 1.0 for x in (*staged, rest)) and min(*staged, rest) < 1.0
     stages = files["time-dependent temperature/test/per_entry"]["temperature_grid"]
     assert list(stages) == ["T1", "T2", "T3", "rest"]
-    assert "time-dependent temperature/test/marginal/ece" in out and "time-dependent temperature/conformal/test/interval/coverage" in out
+    assert "time-dependent temperature/test/marginal/ece" in out
+    assert "time-dependent temperature/conformal/test/interval/coverage" in out
     assert out["time/time_dependent_temperature_s"] > 0 and out["time/temperature_s"] > 0
 
     # The chain itself (calibrated): no candidate beats T = 1 beyond the noise, so T = 1 stays

@@ -265,7 +265,8 @@ def test_a_resumed_search_reopens_its_child_runs(tracker, manifest, dataset):
 
 
 def test_tracking_imports_no_ray_and_model_io_no_mlflow():
-    code = ("import sys; import focus_tune.sim.model_io; assert 'mlflow' not in sys.modules, 'model_io imports mlflow'; "
+    code = ("import sys; import focus_tune.sim.model_io; "
+            "assert 'mlflow' not in sys.modules, 'model_io imports mlflow'; "
             "import focus_tune.tracking; "
             "assert not [m for m in sys.modules if m == 'ray' or m.startswith('ray.')], 'tracking imports ray'")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from chain import chain_simulator, draw_chain, exact_marginals
 from focus_tune.errors import NonFiniteLoss
 from focus_tune.scoring.evaluation import evaluate
 from focus_tune.scoring.metrics import sequence_metrics
@@ -10,8 +11,6 @@ from focus_tune.sim.device_split import DeviceSplit
 from focus_tune.sim.model import Simulator
 from focus_tune.sim.regularization import LambdaSchedule
 from focus_tune.sim.train import LearningRate, seed_everything, train_one_epoch
-
-from chain import chain_simulator, draw_chain, exact_marginals
 
 
 def chain_split(n, L, seed):

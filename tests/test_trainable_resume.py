@@ -43,7 +43,8 @@ def test_a_trial_resumed_at_its_last_epoch_reports_the_same_final_result(fake_tu
     cfg = load_search_config(space_path("facemed"), "smoke")
     dataset = load_dataset(ensure_dataset("facemed", "smoke", tmp_path / "data", seed=0))
     splits = load_splits(dataset)
-    spec = SearchPlan(cfg.grid, length=dataset.manifest.length, seed=0, final_seeds=cfg.final_seeds).next_batch({}).trials[0]
+    plan = SearchPlan(cfg.grid, length=dataset.manifest.length, seed=0, final_seeds=cfg.final_seeds)
+    spec = plan.next_batch({}).trials[0]
     config = {"job": TrialJob(spec, cfg.train, DataInfo.of(dataset.manifest), threads=1)}
 
     trainable.run_trial(config, splits)
@@ -106,7 +107,8 @@ def test_a_member_resumes_alone_from_its_folder(fake_tune, tmp_path):
     _, after_first = whole[0]
     member = jobs[1]
     fake_tune["reports"] = []
-    resumed = TrialJob(member.spec, member.train, member.data, resume_from=str(after_first / member.trial_id), threads=1)
+    resumed = TrialJob(member.spec, member.train, member.data, resume_from=str(after_first / member.trial_id),
+                       threads=1)
     trainable.run_trial({"job": resumed}, splits)
     alone = fake_tune["reports"]
     assert [r["epoch"] for r, _ in alone] == list(range(2, cfg.train.epochs + 1))

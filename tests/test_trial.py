@@ -28,8 +28,7 @@ from focus_tune.scoring.evaluation import Scoring, evaluation_generator
 from focus_tune.sim.model_io import DataInfo, build_model
 from focus_tune.sim.regularization import LambdaSchedule
 from focus_tune.sim.train import LearningRate, seed_everything, train_one_epoch
-from focus_tune.trial import (
-    TrialSplits, read_checkpoint, score_final, train_pack, train_trial, write_checkpoint)
+from focus_tune.trial import TrialSplits, read_checkpoint, score_final, train_pack, train_trial, write_checkpoint
 
 L, EVENT = 12, 2
 CPU = torch.device("cpu")

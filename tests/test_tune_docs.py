@@ -48,7 +48,8 @@ def test_configs_tune_lines_run_as_written_and_pick_the_searchs_choice(in_work, 
     assert printed.startswith(search["chosen"]["time-dependent"] + " ")
     picked = set(df.loc[df["chosen"], "config/trial/trial_id"])
     assert picked and picked <= set(df.loc[df["config/trial/role"] == "candidate", "config/trial/trial_id"])
-    assert {c["trained_as"] for s in search["stages"] for c in s["candidates"] if c["trial_id"] == s["winner"]} == picked
+    assert {c["trained_as"] for s in search["stages"] for c in s["candidates"]
+            if c["trial_id"] == s["winner"]} == picked
     assert best.last_result["val/ece"] == pytest.approx(df["val/ece"].min())
 
 

@@ -72,8 +72,8 @@ def test_a_built_wheel_holds_every_module_and_the_data_the_search_reads(tmp_path
     where = subprocess.run([sys.executable, "-c", "import focus_tune.config as c; print(c.space_path('hero'))"],
                            cwd=empty, env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where) == site / "focus_tune" / "search_spaces" / "hero.yaml"
-    proc = subprocess.run([sys.executable, "-m", "focus_tune.search", "--game", "hero", "--profile", "paper", "--dry-run",
-                           "--cluster-gpus", "8", "--gpus-per-trial", "1", "--pack", "auto"],
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.search", "--game", "hero", "--profile", "paper",
+                           "--dry-run", "--cluster-gpus", "8", "--gpus-per-trial", "1", "--pack", "auto"],
                           cwd=empty, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "rates measured on one NVIDIA H200" in proc.stdout  # gpu_rates.json

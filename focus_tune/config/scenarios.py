@@ -23,8 +23,9 @@ class ScenarioFlags:
 
     scenario: str | None = flag("a built-in scenario (search_spaces/<scenario>.yaml); without it, --data names "
                                 "the scenario", name="--game", choices=BUILTIN_SCENARIOS)
-    profile: str = flag("smoke: seconds (tests); quick: a laptop (default); overconfident: the paper's regime on a laptop "
-                        "(unregularized models overconfident; FaceMed, H.E.R.O., River Raid); paper: the paper's sizes (GPUs)",
+    profile: str = flag("smoke: seconds (tests); quick: a laptop (default); overconfident: the paper's regime on a "
+                        "laptop (unregularized models overconfident; FaceMed, H.E.R.O., River Raid); paper: the "
+                        "paper's sizes (GPUs)",
                         default="quick", choices=PROFILES)
     data: Path | None = flag("a dataset folder instead of the built-in data: your own (python -m focus_tune.data "
                              "import-table / import-arrays) or an imported built-in scenario", type=Path)

@@ -34,9 +34,25 @@ from ..errors import ConfigError
 from ..names import ENCODERS, ESTIMATORS, EVENT_SAMPLING, LR_SCHEDULES, PRECISIONS, PROFILES, RACING, SELECT_KEYS
 from ..quote import short
 from .fields import (
-    MAX_INT, MAX_K2, Context, alpha, choice, grid_list, k2_entry, lambda_weight,
-    non_negative_float, non_negative_int, optional_choice, optional_positive_int, positive_float, positive_int,
-    present, required_fields, scenario_name, string)
+    MAX_INT,
+    MAX_K2,
+    Context,
+    alpha,
+    choice,
+    grid_list,
+    k2_entry,
+    lambda_weight,
+    non_negative_float,
+    non_negative_int,
+    optional_choice,
+    optional_positive_int,
+    positive_float,
+    positive_int,
+    present,
+    required_fields,
+    scenario_name,
+    string,
+)
 from .strict_yaml import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, parse_yaml, read_yaml
 
 SELECT_BY = tuple(SELECT_KEYS)  # the validation score a stage decides by

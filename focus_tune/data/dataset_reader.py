@@ -190,7 +190,8 @@ def _read_column(parquet: pq.ParquetFile, file: Path, name: str, width: int, dty
         if chunk.null_count:
             raise DataError(f"{file}: column {name!r} has null values")
         if pa.types.is_fixed_size_binary(chunk.type):
-            values = np.frombuffer(chunk.buffers()[1], np.uint8)[chunk.offset * width:(chunk.offset + len(chunk)) * width]
+            start, stop = chunk.offset * width, (chunk.offset + len(chunk)) * width
+            values = np.frombuffer(chunk.buffers()[1], np.uint8)[start:stop]
         elif pa.types.is_fixed_size_list(chunk.type):
             values = chunk.flatten().to_numpy(zero_copy_only=False)
         else:

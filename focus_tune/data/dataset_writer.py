@@ -23,11 +23,17 @@ import pyarrow.parquet as pq
 
 from ..durable import fsync_path, write_atomic
 from ..errors import DataError
-from .folder_guard import check_replaceable
 from .dataset_format import IMAGE_SHAPE_KEY, MANIFEST, SPLIT_FILES, SPLITS, sha256_file
+from .folder_guard import check_replaceable
 from .manifest import Manifest
-from .sequences import (CENSOR_INSTEAD, CONDITION_NOT_EVENT, ONLY_EVENT_ABSORBING, censored_items, observed_mask,
-                        time_to_event)
+from .sequences import (
+    CENSOR_INSTEAD,
+    CONDITION_NOT_EVENT,
+    ONLY_EVENT_ABSORBING,
+    censored_items,
+    observed_mask,
+    time_to_event,
+)
 
 
 class DatasetWriter:
@@ -108,7 +114,8 @@ class DatasetWriter:
             raise ValueError("observed_length must be given exactly when the dataset is censored")
         if observed_length is not None:
             observed_length = np.asarray(observed_length, dtype=np.int64)
-            if observed_length.shape != (n,) or (n and (observed_length.min() < 1 or observed_length.max() > self.length)):
+            if observed_length.shape != (n,) or (n and (observed_length.min() < 1
+                                                        or observed_length.max() > self.length)):
                 raise ValueError(f"observed_length must be [{n}] integers in [1, {self.length}]")
         if n == 0:
             return

@@ -95,7 +95,8 @@ def check_manifest(m: Any, raw: dict[str, Any], where: str) -> None:
                         f"{CENSOR_INSTEAD}")
     if m.condition_class == m.event_class and isinstance(m.event_class, int):
         problems.append(f"condition_class {m.condition_class} is the event class; {CONDITION_NOT_EVENT}")
-    if not isinstance(m.splits, dict) or set(m.splits) != set(SPLITS) or any(not isinstance(n, int) or n < 1 for n in m.splits.values()):
+    if (not isinstance(m.splits, dict) or set(m.splits) != set(SPLITS)
+            or any(not isinstance(n, int) or n < 1 for n in m.splits.values())):
         problems.append(f"splits {short(m.splits)} must give a positive size for each of {SPLITS}")
     if not isinstance(m.files, dict) or set(m.files) != {f"{s}.parquet" for s in SPLITS}:
         problems.append(f"files {short(sorted(m.files))} must list {', '.join(s + '.parquet' for s in SPLITS)}")

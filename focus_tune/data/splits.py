@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ..quote import short
 from ..errors import DataError
+from ..quote import short
 from .dataset_format import SPLITS
 
 SPLIT_FRACTIONS = (0.7, 0.2, 0.1)

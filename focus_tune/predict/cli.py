@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Sequence
 
 from ..arguments import OneLineParser, error_exit, int_at_least, number_above
+from ..errors import PredictError
 from ..names import ESTIMATORS, FAMILIES, PREDICT_DEFAULTS
 from .estimate import DEFAULT_ESTIMATOR, DEFAULT_SAMPLES, predict_one
 from .inputs import collect, parse_prefix
-from ..errors import PredictError
 from .loading import load
 from .output import _file_name, leak_warning, plot_prediction, summary, write_parquet
 
@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(runs/hero-quick-seed0) or a model folder")
     p.add_argument("--family", choices=tuple(reversed(FAMILIES)), default="time-dependent",
                    help="which final model of a run folder or parent run (default time-dependent)")
-    p.add_argument("--tracking-uri", help="the MLflow store of runs:/ and models:/ URIs (default sqlite:///mlflow.db here)")
+    p.add_argument("--tracking-uri",
+                   help="the MLflow store of runs:/ and models:/ URIs (default sqlite:///mlflow.db here)")
     p.add_argument("--data", type=Path, help="the dataset the model was trained on, for a model that does not "
                                              "record its classes and image size")
     p.add_argument("--num-samples", "-M", type=int_at_least(1), default=DEFAULT_SAMPLES,
@@ -45,8 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--items", help="items of a dataset folder input: 0-4,9 or 'all' (default: the first 5)")
     p.add_argument("--no-resize", dest="resize", action="store_false",
                    help="refuse images of another size instead of resizing them")
-    p.add_argument("--json", action="store_true", help="print one JSON object per image and line instead of the summary")
-    p.add_argument("--parquet", type=Path, metavar="PATH", help="also write every image's estimates as one Parquet file")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object per image and line instead of the summary")
+    p.add_argument("--parquet", type=Path, metavar="PATH",
+                   help="also write every image's estimates as one Parquet file")
     p.add_argument("--figures", type=Path, metavar="DIR", help="also write one figure per image into DIR")
     p.add_argument("--bands", type=int_at_least(1), default=6, help="entry bands in the summary (default 6)")
     p.add_argument("--top", type=int_at_least(1), default=3, help="classes shown per band (default 3)")

@@ -9,9 +9,9 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import PredictError
 from ..names import ESTIMATORS, PREDICT_DEFAULTS
 from .inputs import Item
-from ..errors import PredictError
 from .loading import Loaded
 
 DEFAULT_SAMPLES = PREDICT_DEFAULTS["num_samples"]  # the paper's M

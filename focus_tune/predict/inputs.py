@@ -10,8 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..quote import short
 from ..errors import DataError, ImageError, ImageTooLarge, PredictError
+from ..quote import short
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".npy")
 DEFAULT_ITEMS = 5  # items of a dataset folder input when --items is not given
@@ -50,13 +50,15 @@ def parse_items(spec: str | None, n: int) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def _from_array(array: np.ndarray, shape: tuple[int, int, int], name: str, resize: bool) -> tuple[np.ndarray, str | None]:
+def _from_array(array: np.ndarray, shape: tuple[int, int, int], name: str,
+                resize: bool) -> tuple[np.ndarray, str | None]:
     """Pixels (a .npy, a decoded image file, a dataset item), uint8 [C, H, W] or [H, W, C] with
     the model's channels, as the model's [C, H, W]: resized as the importer resizes
     (``data.images.resize_chw``: antialiased bilinear, each channel alike) unless ``resize`` is False."""
     C, H, W = shape
     if array.dtype != np.uint8 or array.ndim not in (2, 3):
-        raise PredictError(f"{name}: expected uint8 pixels [C, H, W] or [H, W, C], got {array.dtype} {list(array.shape)}")
+        raise PredictError(f"{name}: expected uint8 pixels [C, H, W] or [H, W, C], "
+                           f"got {array.dtype} {list(array.shape)}")
     if array.ndim == 2:
         array = array[None]
     if array.shape[0] not in (1, 3, 4) and array.shape[-1] in (1, 3, 4):
@@ -152,7 +154,8 @@ def parse_prefix(text: str | None, class_names: Sequence[str], length: int) -> l
             out.append(int(part))
         else:
             raise PredictError(f"--prefix {short(text)[1:-1]}: {short(part)} is not a class; the classes are "
-                               f"{', '.join(class_names[:30])}{' ...' if len(class_names) > 30 else ''} (or ids 0..{len(class_names) - 1})")
+                               f"{', '.join(class_names[:30])}{' ...' if len(class_names) > 30 else ''} "
+                               f"(or ids 0..{len(class_names) - 1})")
     if len(out) >= length:
         raise PredictError(f"--prefix has {len(out)} entries; the sequences have {length}: leave entries to predict")
     return out

@@ -14,7 +14,6 @@ from ..names import MODEL_JSON
 from ..quote import short
 
 
-
 @dataclass
 class Loaded:
     """A final model and what using it needs."""
@@ -117,8 +116,8 @@ def _from_checkpoint(path: Path, source: str, data: Sequence[Path]) -> Loaded:
     import torch
 
     from ..procedure.job import PackJob
-    from ..sim.model_io import build_model
     from ..procedure.state import read_state
+    from ..sim.model_io import build_model
 
     trial_dir, member = path.parent, None
     if not (trial_dir / "params.pkl").is_file() and (trial_dir.parent / "params.pkl").is_file():

@@ -46,7 +46,8 @@ def summary(result: dict, n_bands: int = 6, top: int = 3) -> str:
     truth = result.get("truth")
     if truth:
         where = {True: "inside", False: "outside", None: "not decided by"}[truth["covered"]]
-        rmse = f"; RMSE to the exact marginals {truth['rmse_to_exact']:.4f}" if truth["rmse_to_exact"] is not None else ""
+        rmse = (f"; RMSE to the exact marginals {truth['rmse_to_exact']:.4f}"
+                if truth["rmse_to_exact"] is not None else "")
         t = f"T > {truth['time_to_event']} (censored)" if truth.get("censored") else f"T = {truth['time_to_event']}"
         lines.append(f"  truth: {t} ({where} the interval){rmse}")
     cond = result.get("conditional")

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..config.space import TrainConfig
 from ..data.dataset_reader import Split
+from ..sim.model_io import DataInfo
 from .trials import TrialSpec
 
 CONFIG_KEY = "job"  # the key of the TrialJob in a Tune trial's config

@@ -133,7 +133,8 @@ class JointOptuna:
             self._keys_of.setdefault(self._spec[key].trial_id, []).append(key)
 
         self._score: dict[str, float | None] = {}  # trial id -> score; None = the training failed
-        self._pending: dict[str, tuple[int, tuple[float, int]]] = {}  # trial id -> its RUNNING trial's (number, grid point)
+        # trial id -> its RUNNING trial's (number, grid point)
+        self._pending: dict[str, tuple[int, tuple[float, int]]] = {}
         self._handed: list[str] = []  # distinct trainings handed out, in order
         self._rehand: list[str] = []  # RUNNING trainings of a killed driver, handed out again first
 

@@ -47,8 +47,7 @@ from ..config.space import GridConfig
 from ..errors import StageFailed
 from ..names import FAMILIES, FAMILY_STAGE, JOINT_SEARCHES
 from ..sim.regularization import LambdaSchedule
-from .trials import (Batch, Candidate, JointSpace, Results, StageWinner, Trainings, TrialSpec,
-                     priority)
+from .trials import Batch, Candidate, JointSpace, Results, StageWinner, Trainings, TrialSpec, priority
 
 __all__ = ["FAMILIES", "FAMILY_STAGE", "Batch", "Candidate", "JointSpace", "SearchPlan",
            "StageWinner", "TrialSpec", "priority"]

@@ -126,9 +126,10 @@ def trial_minutes_for(user_minutes: float | None, measured: float | None, measur
         fraction = gpus_per_trial or 1.0
         minutes = training_minutes_from_rates(rates, spec, cfg, fraction)
         if minutes:
-            return minutes, evaluation_minutes_from_rates(rates, spec, cfg, fraction), (f"rates measured on one {rates['device']} ({rates['measured']}, "
-                             f"{rates['command']}): {rates['precision']}, {cfg.train.epochs} epochs, "
-                             f"validation every {cfg.train.eval_every}")
+            return minutes, evaluation_minutes_from_rates(rates, spec, cfg, fraction), (
+                f"rates measured on one {rates['device']} ({rates['measured']}, "
+                f"{rates['command']}): {rates['precision']}, {cfg.train.epochs} epochs, "
+                f"validation every {cfg.train.eval_every}")
     return None, None, ""
 
 

@@ -1,11 +1,12 @@
 """Which model a finished search recommends, from its validation evidence alone.
 
 The family: the finals' last-epoch validation score of the search's selection metric
-(``select_by``, the score each stage decided by), per family the mean over its final seeds; the lowest wins unless a less
-penalized family (none, then constant, then time-dependent) is within ``tie_se`` standard
-errors of it, the search's own tie rule (:func:`focus_tune.procedure.plan.tie_rule`), the SE that of the
-per-seed paired differences (seed s of every family shares its initial weights, batches and
-Monte Carlo uniforms). The test set plays no part: it is what the report then shows.
+(``select_by``, the score each stage decided by), per family the mean over its final seeds; the
+lowest wins unless a less penalized family (none, then constant, then time-dependent) is within
+``tie_se`` standard errors of it, the search's own tie rule
+(:func:`focus_tune.procedure.plan.tie_rule`), the SE that of the per-seed paired differences
+(seed s of every family shares its initial weights, batches and Monte Carlo uniforms). The test
+set plays no part: it is what the report then shows.
 
 Its intervals: the family's ``+conformal`` row recalibrated I_0.9 on the validation split
 (focus_tune.scoring.conformal). Where that level q is a usable interval level (0 < q < 1), the
@@ -86,9 +87,9 @@ def recommend(scores: Mapping[str, Mapping[int, float | None]], finals: Mapping[
         margin = means[families[rival]] - means[family]
         noise = f"{margin / se:.1f} SE" if se else "SE n/a"
         why = f"{family}: the lowest validation {name}, {margin:.4f} ({noise}) below {families[rival]}'s"
-    lines = [f"By the validation {name} of the finals' last epoch (mean over {seeds} seeds, the retrained ones where a family has two or more; {shown}) and the "
-             f"search's tie rule at {tie_se:g} SE of the paired seed differences: **{why}**. The test tables "
-             "above played no part in this choice."]
+    lines = [f"By the validation {name} of the finals' last epoch (mean over {seeds} seeds, the retrained ones "
+             f"where a family has two or more; {shown}) and the search's tie rule at {tie_se:g} SE of the paired "
+             f"seed differences: **{why}**. The test tables above played no part in this choice."]
 
     level = None
     rows = {r.get("seed"): r for r in finals.get(conformal_row(family), ())}

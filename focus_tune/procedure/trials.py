@@ -9,12 +9,11 @@ one replay of the plan. ``focus_tune.procedure.plan`` makes them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import math
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..sim.regularization import LambdaSchedule
-
 
 Results = Mapping[str, "float | None"]  # trial id -> selection score (None: failed)
 

@@ -239,7 +239,8 @@ def summarize(runs: list[dict]) -> dict:
                 picks.append(strip_seed(lowest(s["candidates"], lambda c: r["val"].get(c["trained_as"], {}).get(key))))
             if any(p is not None for p in picks):
                 rules[f"lowest {metric}"] = picks
-        stability[name] = {rule: dict(zip(("modal", "share", "runs"), agreement(picks))) for rule, picks in rules.items()}
+        stability[name] = {rule: dict(zip(("modal", "share", "runs"), agreement(picks)))
+                           for rule, picks in rules.items()}
     out["stability"] = stability
 
     columns = [c for c in COMPARED_COLUMNS if c.better]
@@ -252,7 +253,8 @@ def summarize(runs: list[dict]) -> dict:
             by_seed = {r["seed"]: family_mean(r, f, col.key) for r in runs}
             x = np.array([v for v in by_seed.values() if np.isfinite(v)])
             if x.size:
-                means[col.key][f] = {"mean": float(x.mean()), "sd_runs": float(x.std(ddof=1)) if x.size > 1 else math.nan,
+                means[col.key][f] = {"mean": float(x.mean()),
+                                     "sd_runs": float(x.std(ddof=1)) if x.size > 1 else math.nan,
                                      "runs": int(x.size),
                                      "per_seed": {str(k): float(v) for k, v in by_seed.items() if np.isfinite(v)}}
     out["wins"], out["means"] = wins, means

@@ -37,7 +37,7 @@ def description(scenario: str, profile: str, summary: dict, storage: Path) -> st
              "- Artifacts: `replication.md` (schedules chosen, decision agreement, family wins, pooled paired "
              "differences with 95 % intervals and Holm), `replication.png` (the paired differences run by run), "
              "`replication.json`, and `searches/seed<r>/` (each search's results.md and search.png).",
-             f"- Metrics `replication/<a>-minus-<b>/<metric>/{{mean,low,high}}`: the pooled paired differences of "
+             "- Metrics `replication/<a>-minus-<b>/<metric>/{mean,low,high}`: the pooled paired differences of "
              "the primary endpoints at step R (the searches pooled).",
              f"- Each search logged to its own store (tags `search.seed<r>`: URI and parent run id); open one with "
              f"`mlflow ui --backend-store-uri <URI>`. Run folders: `{storage}`."]

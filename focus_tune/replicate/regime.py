@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--game", dest="scenario", required=True, choices=sorted(REGIMES))
     ap.add_argument("folders", nargs="+", type=Path)
     args = ap.parse_args(argv)
-    files = sorted({f for folder in args.folders for f in ([folder] if folder.is_file() else folder.rglob("results.csv"))})
+    files = sorted({f for folder in args.folders
+                    for f in ([folder] if folder.is_file() else folder.rglob("results.csv"))})
     if not files:
         ap.error("no results.csv under " + ", ".join(map(str, args.folders)))
     # a search's name: its folder (a run folder's report/ is named by the run folder)

@@ -63,7 +63,8 @@ def markdown(scenario: str, profile: str, s: dict, search_args: list[str], figur
                 "n/a" if c is None else f"{fmt(c['mean'])} ± {fmt(c['sd_runs'])}" for c in cells) + " |")
     lines += ["", "## Pooled paired differences", "",
               "Per run, the mean over its seeds of the per-seed differences; over runs, the mean, a 95 % t "
-              f"interval ({R - 1} degree{'' if R == 2 else 's'} of freedom), the runs below / above zero, the t-test p-value and "
+              f"interval ({R - 1} degree{'' if R == 2 else 's'} of freedom), the runs below / above zero, "
+              "the t-test p-value and "
               "its Holm adjustment over every row of this table; the primary endpoints (*) are "
               "also adjusted as their own family (" + ", ".join(label[k] for k in PRIMARY) + " of the searched "
               "families; time-dependent against temperature-scaled on ECE and against none +conformal on the "

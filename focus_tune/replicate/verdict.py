@@ -243,7 +243,8 @@ def equivalence_markdown(v: dict) -> list[str]:
     lines.append("")
     for name, p in v.get("pooled", {}).items():
         if p["names"] and math.isfinite(p["mean"]):
-            lines.append(f"Pooled time-dependent − none ECE over {name} ({', '.join(NAMES.get(g, g) for g in p['names'])}): "
+            names = ", ".join(NAMES.get(g, g) for g in p["names"])
+            lines.append(f"Pooled time-dependent − none ECE over {name} ({names}): "
                          f"{_num(p['mean'], 5, True)} [{_num(p['low'], 4, True)}, {_num(p['high'], 4, True)}] "
                          f"(random effects, DerSimonian-Laird tau² {p['tau2']:.1e}, Hartung-Knapp 95 % interval).")
     return lines
@@ -264,7 +265,8 @@ def short_markdown(v: dict) -> list[str]:
              "|---|---:|---:|---|---:|---|---|---|---:|---:|"]
     for scenario, row in v["scenarios"].items():
         cells = [_comparison(row, c) for c in SHORT]
-        lines.append(f"| {NAMES.get(scenario, scenario)} | {row['runs']} | {_num(row['none']['test/marginal/ece'], 4)} | "
+        lines.append(f"| {NAMES.get(scenario, scenario)} | {row['runs']} | "
+                     f"{_num(row['none']['test/marginal/ece'], 4)} | "
                      f"{cells[0]} | {_num(row['none']['test/interval/coverage'])} | {cells[1]} | {cells[2]} | "
                      f"{cells[3]} | {_regime(row)} | {_paper(row, 'ece', 3)} |")
     return lines
@@ -294,7 +296,8 @@ def update_doc(text: str, v: dict, where: str) -> str:
 
 def notes(v: dict) -> list[str]:
     return [
-        "Δ: time-dependent minus `none` (or minus the row named). Each: the pooled paired difference over the R searches of the scenario (per search, the "
+        "Δ: time-dependent minus `none` (or minus the row named). Each: the pooled paired difference over the R "
+        "searches of the scenario (per search, the "
         "mean over its final seeds of the per-seed differences; seed s of every row shares its initial weights, "
         "batches and Monte Carlo uniforms), its 95 % t interval over the searches and k/R: the searches in "
         "which it is below zero (lower is better for ECE, interval score and width), and for coverage the "
@@ -320,7 +323,8 @@ def frame_facts(replications: dict[str, dict]) -> dict[str, dict]:
     out = {}
     for scenario, s in replications.items():
         ce = s.get("means", {}).get("test/marginal/ce", {})
-        mean = {row: ce.get(row, {}).get("mean", math.nan) for row in ("image-blind", "exact", "none", "time-dependent")}
+        mean = {row: ce.get(row, {}).get("mean", math.nan)
+                for row in ("image-blind", "exact", "none", "time-dependent")}
         tells = mean["image-blind"] - mean["exact"]
         out[scenario] = {"blind": mean["image-blind"], "exact": mean["exact"], "none": mean["none"],
                          "time-dependent": mean["time-dependent"], "tells": tells,
@@ -347,7 +351,8 @@ def data_facts(folders: list[Path]) -> dict[str, dict]:
         hit = (test.sequences == m.event_class).any(axis=1) & ~censored
         T_val = time_to_event(val.sequences, m.event_class, val.observed_length)
         grouped.setdefault(m.game or m.name, []).append(
-            {"folder": folder.name, "seed": m.seed, "L": L, "items": len(T), "mean_length": float(np.minimum(T, L).mean()),
+            {"folder": folder.name, "seed": m.seed, "L": L, "items": len(T),
+             "mean_length": float(np.minimum(T, L).mean()),
              "val_mean_length": float(np.minimum(T_val, L).mean()),
              "event_rate": float(hit.mean()), "censored": float(censored.mean())})
     keys = ("mean_length", "val_mean_length", "event_rate", "censored")
@@ -408,12 +413,16 @@ def association_markdown(a: dict) -> list[str]:
 
 def facts_markdown(frame: dict[str, dict], data: dict[str, dict]) -> list[str]:
     """The table of what the scenarios' data show: why the games differ."""
-    lines = ["| scenario | L | mean min(T, L) | validation's | event within L | censored | test CE image-blind | exact | "
-             "`none` | time-dependent | frame tells (blind − exact) | `none` reads |",
+    lines = ["| scenario | L | mean min(T, L) | validation's | event within L | censored | test CE image-blind | "
+             "exact | `none` | time-dependent | frame tells (blind − exact) | `none` reads |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for scenario in [g for g in SCENARIOS if g in frame or g in data] + sorted((set(frame) | set(data)) - set(SCENARIOS)):
+
+    def pct(x):
+        return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.0f} %"
+
+    others = sorted((set(frame) | set(data)) - set(SCENARIOS))
+    for scenario in [g for g in SCENARIOS if g in frame or g in data] + others:
         f, d = frame.get(scenario, {}), data.get(scenario, {})
-        pct = (lambda x: "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.0f} %")
         lines.append(f"| {NAMES.get(scenario, scenario)} | {d.get('L', 'n/a')} | {_num(d.get('mean_length'), 1)} | "
                      f"{_num(d.get('val_mean_length'), 1)} | "
                      f"{pct(d.get('event_rate'))} | {pct(d.get('censored'))} | {_num(f.get('blind'))} | "
@@ -544,7 +553,8 @@ def main(argv: list[str] | None = None) -> int:
     text += ["## What the data show", "", *facts_markdown(v["frame"], v["data"]), "",
              "The test split's min(T, L) (T: the first entry of the event), the validation split's beside it (where "
              "the temperature and the conformal level are fitted: a fix transfers as far as the two splits are alike), "
-             "and the share of items whose event falls within L, over the datasets named below (one per search; a search's seed r is its data's "
+             "and the share of items whose event falls within L, over the datasets named below (one per search; "
+             "a search's seed r is its data's "
              "seed r); test marginal CE in nats per entry, mean over the searches. *Frame tells*: image-blind's "
              "CE minus the exact process's, the most a model can gain from the frame; *`none` reads*: the share "
              "of it `none` gains. Datasets: "

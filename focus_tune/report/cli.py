@@ -11,7 +11,8 @@ from .tables import read_finals
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m focus_tune.report RESULTS_CSV``: the differences from none, paired by seed, with Holm-adjusted p-values."""
+    """``python -m focus_tune.report RESULTS_CSV``: the differences from none, paired by seed, with
+    Holm-adjusted p-values."""
     ap = argparse.ArgumentParser(prog="python -m focus_tune.report", description=main.__doc__)
     ap.add_argument("results_csv", help="a report's results.csv")
     args = ap.parse_args(argv)

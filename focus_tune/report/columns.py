@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..names import CONFORMAL, CONFORMAL_BASES, conformal_row
-from ..names import FAMILIES as SEARCH_FAMILIES
+from ..names import CONFORMAL, CONFORMAL_BASES, FAMILIES as SEARCH_FAMILIES, conformal_row
 
 BASELINES = ("temperature-scaled", "time-dependent temperature", "image-blind", "image-Bayes", "oracle", "exact")
 # The trained rows with I_0.9 calibrated by split conformal on the validation split: a table of their own.
@@ -16,7 +15,8 @@ ROWS = (*SEARCH_FAMILIES, *BASELINES, *CONFORMAL_ROWS)  # every row of a report,
 REFERENCES = ("image-blind", "image-Bayes", "oracle", "exact")
 # What a baseline row is, in the chosen-schedules table.
 BASELINE_SCHEDULES = {
-    "temperature-scaled": "the none finals with one temperature chosen by validation sampled ECE (the search's tie rule)",
+    "temperature-scaled":
+        "the none finals with one temperature chosen by validation sampled ECE (the search's tie rule)",
     "time-dependent temperature": "the none finals with T_1..T_k1 then one T for the rest, chosen as the schedule is",
     "image-blind": "M training sequences per item, no image",
     "image-Bayes": "M samples: an age from its posterior given the face, then the chain",
@@ -34,8 +34,8 @@ def conformal_base(row: str) -> str:
 
 
 FAMILY_COLORS = {"none": "black", "constant": "tab:blue", "time-dependent": "tab:red",
-                 "temperature-scaled": "tab:orange", "time-dependent temperature": "sienna", "image-blind": "tab:gray", "image-Bayes": "tab:cyan",
-                 "oracle": "tab:green", "exact": "tab:olive"}
+                 "temperature-scaled": "tab:orange", "time-dependent temperature": "sienna", "image-blind": "tab:gray",
+                 "image-Bayes": "tab:cyan", "oracle": "tab:green", "exact": "tab:olive"}
 OTHER_COLORS = ("tab:purple", "tab:brown", "tab:pink")
 COVERAGE_TARGET = 0.9
 PER_ENTRY_KEY = "test_per_entry"  # a result's entry-level arrays (a dict), the figures' input
@@ -47,7 +47,8 @@ class Column:
     """One table column: its label, the flat result key, and how the best mean is chosen.
 
     ``better`` is ``"min"``, ``"max"``, ``"target"`` (closest to :data:`COVERAGE_TARGET`),
-    ``"zero"`` (closest to 0: a signed or debiased error) or ``None`` (not ranked). ``spread`` False shows the mean alone (e.g. item counts).
+    ``"zero"`` (closest to 0: a signed or debiased error) or ``None`` (not ranked). ``spread``
+    False shows the mean alone (e.g. item counts).
     """
 
     label: str
@@ -83,8 +84,9 @@ INTERVAL = (
     Column("interval score", "test/interval/interval_score", optional=True),
     Column("CRPS", "test/interval/crps", optional=True),
 )
-SHORT_LABELS = {"calibrated level": "q", "RMSE to exact": "RMSE", "relative width": "rel.width", "relative MAE": "rel.MAE",
-                "ECE debiased": "ECE-db", "overconfidence": "overconf", "interval score": "IS"}
+SHORT_LABELS = {"calibrated level": "q", "RMSE to exact": "RMSE", "relative width": "rel.width",
+                "relative MAE": "rel.MAE", "ECE debiased": "ECE-db", "overconfidence": "overconf",
+                "interval score": "IS"}
 COMPARED = ("constant", "time-dependent", "temperature-scaled", "time-dependent temperature")  # each against "none"
 COMPARED_COLUMNS = (MARGINAL[0], MARGINAL[1], MARGINAL[4], MARGINAL[3], MARGINAL[6], INTERVAL[0], INTERVAL[1],
                     INTERVAL[3])
@@ -96,7 +98,8 @@ GROUP_COVERAGE_PREFIX = "test/interval/coverage_"  # coverage per group of items
 
 
 def group_columns(finals: Mapping[str, Sequence[Mapping]]) -> list[Column]:
-    """Coverage columns of the item groups the results carry (``test/interval/coverage_<group>``), in first-seen order."""
+    """Coverage columns of the item groups the results carry (``test/interval/coverage_<group>``), in
+    first-seen order."""
     keys = dict.fromkeys(k for rows in finals.values() for row in rows for k in row
                          if k.startswith(GROUP_COVERAGE_PREFIX))
     return [Column(k.removeprefix(GROUP_COVERAGE_PREFIX).replace("_", " "), k, better="target") for k in keys]

@@ -9,8 +9,22 @@ import numpy as np
 
 from ..names import TEMPERATURE_ROWS
 from ..scoring.metrics import LABEL_REDRAWS, LABEL_SD_KEYS
-from .columns import (BASELINE_SCHEDULES, BASELINES, COMPARED, COMPARED_COLUMNS, CONDITIONAL, CONFORMAL_COLUMNS,
-                      COVERAGE_TARGET, INTERVAL, MARGINAL, NA, Column, conformal_base, group_columns, is_conformal)
+from .columns import (
+    BASELINE_SCHEDULES,
+    BASELINES,
+    COMPARED,
+    COMPARED_COLUMNS,
+    CONDITIONAL,
+    CONFORMAL_COLUMNS,
+    COVERAGE_TARGET,
+    INTERVAL,
+    MARGINAL,
+    NA,
+    Column,
+    conformal_base,
+    group_columns,
+    is_conformal,
+)
 from .stats import differences, one_sample_test, to_float
 from .tables import all_na, markdown_table, plain_table, shown_columns
 from .trace import search_lines

@@ -23,7 +23,6 @@ import numpy as np
 
 from .columns import COMPARED, COMPARED_COLUMNS, CONDITIONAL, INTERVAL, MARGINAL
 
-
 P_KEYS = ("paired_p_vs_none", "holm_p_vs_none")  # the summary's p-value suffixes
 
 

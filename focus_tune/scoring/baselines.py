@@ -38,11 +38,18 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
-
 import torch
 
-from ..names import (CONFORMAL_PREFIX, TDT_CONFORMAL_PREFIX, TDT_PREFIX, TEMPERATURE_SCALED, TIME_DEPENDENT_TEMPERATURE,
-                     TS_CONFORMAL_PREFIX, TS_PREFIX, conformal_row)
+from ..names import (
+    CONFORMAL_PREFIX,
+    TDT_CONFORMAL_PREFIX,
+    TDT_PREFIX,
+    TEMPERATURE_SCALED,
+    TIME_DEPENDENT_TEMPERATURE,
+    TS_CONFORMAL_PREFIX,
+    TS_PREFIX,
+    conformal_row,
+)
 from . import metrics, montecarlo
 from .evaluation import Scoring, censoring_weights, condition_items, score, test_result
 from .montecarlo import Drawn, Estimates, estimates_from_marginals

@@ -24,8 +24,6 @@ from . import conformal, metrics, montecarlo, survival
 from .montecarlo import Drawn, Estimates
 
 
-
-
 def draw_samples(
     model: Simulator,
     images: torch.Tensor,
@@ -351,14 +349,14 @@ def test_result(out: dict, extras: dict, probs: np.ndarray, labels: np.ndarray, 
                 weights: np.ndarray | None = None) -> dict:
     """The flat test result of the reports: ``test/<metric>`` keys and ``test_per_entry``.
 
-    ``test_per_entry`` (plain lists and numbers, ready for a JSON file) holds the entry-level arrays of :func:`score` and reliability
-    curves of the marginal probabilities [N, L, c] at ``entries`` (1-based; default the
-    first, L/4 and L/2): the report draws its figures from them. ``observed`` bool [N, L]
-    (right-censored data): a curve over the entry's observed items; an entry without any has none.
-    ``weights`` float [N, L] (right-censored data, :func:`censoring_weights`; what the scores
-    use, in place of ``observed``): the weighted curve of :func:`focus_tune.scoring.metrics.reliability_curve`
-    (counts are sums of weights); an entry without weight, or blocked by the positivity
-    check, has none.
+    ``test_per_entry`` (plain lists and numbers, ready for a JSON file) holds the entry-level
+    arrays of :func:`score` and reliability curves of the marginal probabilities [N, L, c] at
+    ``entries`` (1-based; default the first, L/4 and L/2): the report draws its figures from
+    them. ``observed`` bool [N, L] (right-censored data): a curve over the entry's observed
+    items; an entry without any has none. ``weights`` float [N, L] (right-censored data,
+    :func:`censoring_weights`; what the scores use, in place of ``observed``): the weighted
+    curve of :func:`focus_tune.scoring.metrics.reliability_curve` (counts are sums of weights);
+    an entry without weight, or blocked by the positivity check, has none.
     """
     L = labels.shape[1]
     per_entry = dict(extras)

@@ -112,7 +112,8 @@ def known_times(true_times, censored, length: int | None) -> tuple[np.ndarray, n
     return np.where(resolved, float(length), t), censored & ~resolved
 
 
-def time_weights(true_times, censored, length: int | None = None, upper=None, G: np.ndarray | None = None) -> np.ndarray:
+def time_weights(true_times, censored, length: int | None = None, upper=None,
+                 G: np.ndarray | None = None) -> np.ndarray:
     """IPCW weights of item-level quantities of T: [N] float64, NaN everywhere when the
     positivity check fails on a time they need.
 

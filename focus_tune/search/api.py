@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..recipe.tuning import RecipeResult, run_recipe  # the recipe stage (python -m focus_tune.recipe); Ray on use
 from ..errors import SearchError
+from ..recipe.tuning import RecipeResult, run_recipe  # the recipe stage (python -m focus_tune.recipe); Ray on use
 from .cli import PRINT_ONLY, SearchOptions, check_values, resolved
-from .storage import CONFIG_FILE, STATE_FILE
+from .storage import CONFIG_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -65,7 +65,8 @@ class MLflowCallback(Callback):
         last = member_results(job, trial.last_result or {})
         for member in jobs_of(job):
             tid = member.trial_id
-            if tid in self.state.results and tid not in self.ended:  # else stopped by Ctrl-C: the driver marks it KILLED
+            # else stopped by Ctrl-C: the driver marks it KILLED
+            if tid in self.state.results and tid not in self.ended:
                 stopped = self.state.stopped.get(tid)
                 self._send(self.tracker.end_trial, tid, failed=self.state.results[tid] is None,
                            reason=last.get(tid, {}).get("error"), stopped=Lost(**stopped).text() if stopped else None)

@@ -21,8 +21,8 @@ def load_config(opts: SearchOptions) -> SearchConfig:
     elif opts.builtin:
         cfg = load_search_config(space_path(opts.scenario), opts.profile)
     else:
-        from ..data import read_manifest
         from ..config.generic import generic_config
+        from ..data import read_manifest
 
         cfg = generic_config(opts.scenario, read_manifest(opts.data).length, opts.profile)
     if cfg.scenario != opts.scenario:

@@ -10,14 +10,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..arguments import (OneLineParser, add_flags, check_value, flag, flag_fields, flag_name, int_at_least,
-                         number_above, parsed, version_text)
+from ..arguments import (
+    OneLineParser,
+    add_flags,
+    check_value,
+    flag,
+    flag_fields,
+    flag_name,
+    int_at_least,
+    number_above,
+    parsed,
+    version_text,
+)
 from ..config.scenarios import ScenarioFlags, scenario_from
 from ..config.space import parse_override
 from ..data import BUILTIN_SCENARIOS
-from ..names import JOINT_SEARCHES
 from ..errors import SearchError
-
+from ..names import JOINT_SEARCHES
 
 # The fewest test (and validation) items a search of one's own data reads without --allow-small:
 # below it the test ECE's standard error (about 0.12 / sqrt(n) on the worked example's chain:

@@ -27,8 +27,17 @@ from .checks import check_scenario, load_config, load_splits
 from .cli import SearchOptions, check_split_sizes
 from .lock import SearchLock
 from .progress import Progress, fmt_s
-from .storage import (STATE_FILE, SearchState, check_resumable, check_storage, fingerprint,
-                      remove_if_empty, run_dir, tune_storage, write_config)
+from .storage import (
+    STATE_FILE,
+    SearchState,
+    check_resumable,
+    check_storage,
+    fingerprint,
+    remove_if_empty,
+    run_dir,
+    tune_storage,
+    write_config,
+)
 
 
 @dataclass
@@ -257,10 +266,10 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
     """Every trial of the search in one Ray Tune experiment, handed out by the PlanSearcher."""
     from ray import tune
 
-    from .trainable import run_trial
     from .callbacks import MLflowCallback, StateCallback
     from .scheduler import RaceScheduler
     from .searcher import PlanSearcher
+    from .trainable import run_trial
 
     # One CPU (one torch thread) per trial by default (search/cli.py): on a laptop, trials
     # beyond the core count wait their turn, which trains faster than oversubscribing the
@@ -284,7 +293,8 @@ def fit(opts: SearchOptions, prep: Prepared, plan: SearchPlan, state: SearchStat
 
         def optuna(space):
             return JointOptuna(space, budget=plan.joint_budget, seed=opts.seed,
-                               storage=f"sqlite:///{(folder / 'optuna.db').resolve()}", study_name=f"joint-s{opts.seed}")
+                               storage=f"sqlite:///{(folder / 'optuna.db').resolve()}",
+                               study_name=f"joint-s{opts.seed}")
 
     slots = ray_runtime.trial_slots(opts)
     # Tune asks a custom searcher for one trial at a time until that trial leaves PENDING;

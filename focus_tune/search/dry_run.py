@@ -6,11 +6,11 @@ import os
 
 from ..config.space import SearchConfig
 from ..data import get_spec, load_dataset
+from ..errors import RatesError, SearchError
 from ..procedure.plan import SearchPlan
 from ..procedure.rates import resolve_pack
 from .checks import check_scenario, load_splits
 from .cli import SearchOptions
-from ..errors import RatesError, SearchError
 from .storage import read_state, run_dir
 
 

@@ -70,7 +70,8 @@ class Holder:
     def me(cls, command: str | None = None) -> "Holder":
         pid = os.getpid()
         return cls(host=socket.gethostname(), pid=pid, pid_start=_pid_start(pid), boot=_boot_id(),
-                   pid_ns=_pid_namespace(), started=datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds"),
+                   pid_ns=_pid_namespace(),
+                   started=datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds"),
                    command=command if command is not None else " ".join([sys.executable, *sys.argv]))
 
     @classmethod
@@ -148,7 +149,8 @@ class SearchLock:
             if why is None:
                 raise _lock_busy(self.path, holder, age)
             if self._take_over(st):
-                who = f"pid {holder.pid} on host {holder.host} since {holder.started}" if holder else "an unreadable lock"
+                who = (f"pid {holder.pid} on host {holder.host} since {holder.started}" if holder
+                       else "an unreadable lock")
                 self.notice = f"note: took over the stale lock {self.path} of {who}: {why}"
         else:  # the lock kept changing hands under us: someone else is starting right now
             raise _lock_busy(self.path, Holder.parse(self._read()), 0.0)

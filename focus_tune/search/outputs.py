@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # types only: the modules behind them are imported where they
     from ..data.dataset_reader import Dataset
     from ..data.manifest import Manifest
     from ..procedure.plan import SearchPlan, StageWinner
-    from ..report.writer import Report
     from ..procedure.state import SearchState
+    from ..report.writer import Report
     from ..tracking import Tracker
     from .cli import SearchOptions
 
@@ -51,12 +51,12 @@ def final_rows(plan: SearchPlan, state: SearchState) -> tuple[dict[str, list[dic
 
 def write_outputs(cfg: SearchConfig, opts: SearchOptions, plan: SearchPlan, state: SearchState, dataset: Dataset,
                   folder: Path, tracker: Tracker, winners: dict[str, StageWinner]) -> Report:
-    from ..procedure import cost
-    from ..scoring.baselines import with_baselines
-    from ..scoring.evaluation import Scoring
     from ..names import SELECT_NAMES
+    from ..procedure import cost
     from ..procedure.recommend import recommend
     from ..report import search_trace, write_report
+    from ..scoring.baselines import with_baselines
+    from ..scoring.evaluation import Scoring
 
     finals, seeds = final_rows(plan, state)
     # temperature-scaled, image-blind, image-Bayes, oracle, exact: scored like the finals
@@ -133,8 +133,8 @@ def data_notes(dataset: Dataset, rows: dict[str, list[dict]]) -> list[str]:
     cannot have and why, the split sizes of one's own data with the ECE a calibrated predictor
     reads at that test size, and how much of its test split was censored (nothing for a
     built-in scenario's generated data, which has every row and no censoring)."""
-    from ..scoring.baselines import EXACT, IMAGE_BAYES, ORACLE
     from ..data import BUILTIN_SCENARIOS
+    from ..scoring.baselines import EXACT, IMAGE_BAYES, ORACLE
 
     m, test = dataset.manifest, dataset.test
     why = {
@@ -184,9 +184,11 @@ def censored_noise_notes(rows: dict[str, list[dict]]) -> list[str]:
     value = lambda key: row.get(f"test/{key}", float("nan"))  # noqa: E731
     ses = ", ".join(f"{label} ± {value(f'interval/{key}_se'):.3f}" for label, key in
                     (("coverage", "coverage"), ("relative width", "relative_width"), ("relative MAE", "relative_mae"),
-                     ("interval score", "interval_score"), ("CRPS", "crps")) if math.isfinite(value(f"interval/{key}_se")))
-    out.append(f"Censoring's noise: the weighted time-to-event metrics rest on about {value('data/effective_items'):.0f} "
-               f"effective items (coverage: {value('data/coverage_effective_items'):.0f}; Kish's (sum w)^2 / sum w^2, "
+                     ("interval score", "interval_score"), ("CRPS", "crps"))
+                    if math.isfinite(value(f"interval/{key}_se")))
+    out.append(f"Censoring's noise: the weighted time-to-event metrics rest on about "
+               f"{value('data/effective_items'):.0f} effective items "
+               f"(coverage: {value('data/coverage_effective_items'):.0f}; Kish's (sum w)^2 / sum w^2, "
                f"largest weight {value('data/largest_weight'):.2f}), the entry-level ones on at least "
                f"{value('data/entry_effective_items'):.0f} at an entry."
                + (f" Sampling SE over the test items (bootstrap, Ĝ re-estimated; `{family}`'s first "

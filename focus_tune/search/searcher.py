@@ -24,7 +24,16 @@ from ..errors import DiskFull, StageFailed
 from ..interrupt import INTERRUPT
 from ..names import CONFORMAL_PREFIX, FINAL_ROW_PREFIXES, POSTHOC_SECONDS
 from ..procedure.job import (
-    CONFIG_KEY, DISK_FULL_KEY, INFLUENCE_KEY, SUMMARY_KEY, PackJob, TrialJob, job_summary, jobs_of, member_results)
+    CONFIG_KEY,
+    DISK_FULL_KEY,
+    INFLUENCE_KEY,
+    SUMMARY_KEY,
+    PackJob,
+    TrialJob,
+    job_summary,
+    jobs_of,
+    member_results,
+)
 from ..procedure.plan import SearchPlan, TrialSpec, priority
 from ..procedure.racing import Lost, losers
 from ..procedure.state import disk_full_at, disk_full_of

@@ -244,7 +244,8 @@ class Simulator(nn.Module):
         if temperature is not None:
             temperature = torch.as_tensor(temperature, dtype=torch.float64, device=device)
             if temperature.shape != (L,) or not bool((temperature > 0).all()):
-                raise ValueError(f"temperature must be [L] = [{L}] positive values, got shape {tuple(temperature.shape)}")
+                raise ValueError(f"temperature must be [L] = [{L}] positive values, "
+                                 f"got shape {tuple(temperature.shape)}")
         # One uniform per (row, entry), drawn on the CPU so a seed means the same on any device.
         u = torch.rand(B * M, L, generator=generator, dtype=torch.float64).to(device)
 

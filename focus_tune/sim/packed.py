@@ -110,7 +110,8 @@ class PackedSimulator:
                             (x[j].contiguous(memory_format=fmt),))
             for j in range(self.size)])  # (K, B, E)
         if "to_h0.weight" in self.params:
-            emb = torch.baddbmm(self.params["to_h0.bias"].unsqueeze(1), emb, self.params["to_h0.weight"].transpose(1, 2))
+            emb = torch.baddbmm(self.params["to_h0.bias"].unsqueeze(1), emb,
+                                self.params["to_h0.weight"].transpose(1, 2))
         return emb
 
     @property
@@ -242,7 +243,8 @@ def load_member_optimizer(optimizer: torch.optim.Adam, packed: PackedSimulator, 
             step = s["step"].detach().clone().float().to(p.device if capturable else "cpu")
             slot.update(step=step, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
         elif float(slot["step"]) != float(s["step"]):
-            raise ValueError(f"member {k} resumes at Adam step {float(s['step'])}, the pack is at {float(slot['step'])}")
+            raise ValueError(f"member {k} resumes at Adam step {float(s['step'])}, "
+                             f"the pack is at {float(slot['step'])}")
         with torch.no_grad():
             slot["exp_avg"][k].copy_(s["exp_avg"])
             slot["exp_avg_sq"][k].copy_(s["exp_avg_sq"])
@@ -338,9 +340,9 @@ class PackTrainer:
         self.graph = graph
 
     def epoch(self, number: int = 1) -> list[dict]:
-        """Pass ``number`` (from 1: the learning rate's steps) of every member over its data. Returns one dict per member,
-        ``{"train/loss", "train/samples_per_s"}`` (per member: the pack's aggregate is K times
-        it), or ``{"failed": message}`` once its loss has turned non-finite."""
+        """Pass ``number`` (from 1: the learning rate's steps) of every member over its data.
+        Returns one dict per member, ``{"train/loss", "train/samples_per_s"}`` (per member: the
+        pack's aggregate is K times it), or ``{"failed": message}`` once its loss has turned non-finite."""
         packed, members, b = self.packed, self.members, self.batch_size
         packed.train()
         device = packed.device

@@ -9,7 +9,6 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-
 # mlflow configures its logger on import; its INFO lines (database migrations) are noise here.
 logging.getLogger("mlflow").setLevel(logging.WARNING)
 

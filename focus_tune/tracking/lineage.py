@@ -8,7 +8,6 @@ from pathlib import Path
 
 from mlflow.entities import Dataset
 
-
 WINNER_TAG = "winner_of"  # on a trial's run: the stages it won, comma separated
 STOPPED_TAG = "stopped_by"  # on a trial's run (KILLED): the race it lost (focus_tune.procedure.racing)
 

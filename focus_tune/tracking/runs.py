@@ -14,11 +14,20 @@ from mlflow.entities import Dataset, DatasetInput, InputTag, LoggedModelOutput, 
 from mlflow.tracking import MlflowClient
 
 from ..durable import write_atomic
+from ..errors import TrackingUnavailable
 from ..names import MODEL_JSON, MODEL_WEIGHTS
 from .backend import _is_metric, create_local_store, tracking_uri
-from .lineage import CHECKPOINT_TAG, DATASET_CONTEXT, MODEL_TAG, STOPPED_TAG, WINNER_TAG, context_tags, dataset_entity, experiment_tags
+from .lineage import (
+    CHECKPOINT_TAG,
+    DATASET_CONTEXT,
+    MODEL_TAG,
+    STOPPED_TAG,
+    WINNER_TAG,
+    context_tags,
+    dataset_entity,
+    experiment_tags,
+)
 from .models import _save_example, default_input_example, model_signature, write_environment
-from ..errors import TrackingUnavailable
 from .outage import HTTP_DEFAULTS, PatientClient, is_server
 
 

@@ -14,8 +14,15 @@ from ..procedure.job import PackJob
 from ..scoring.evaluation import Scoring, evaluation_generator
 from ..scoring.packed_eval import evaluate_packed
 from ..sim.packed import (
-    Member, PackTrainer, PackedSimulator, load_member, load_member_optimizer, member_model, member_optimizer_state,
-    new_pack)
+    Member,
+    PackedSimulator,
+    PackTrainer,
+    load_member,
+    load_member_optimizer,
+    member_model,
+    member_optimizer_state,
+    new_pack,
+)
 from ..sim.train import LearningRate, seed_everything
 from .on_device import TrialSplits
 from .training import Epoch, new_model, validation_step
@@ -74,7 +81,8 @@ def train_pack(pack: PackJob, splits: TrialSplits, device: torch.device,
             start = state["epoch"]
     reported = {job.trial_id for job, m in zip(jobs, members) if m.failed}
     trainer = PackTrainer(packed, optimizer, [splits.train], members, train.batch_size,
-                          autocast=device.type == "cuda" and train.precision == "bf16", cuda_graph=device.type == "cuda",
+                          autocast=device.type == "cuda" and train.precision == "bf16",
+                          cuda_graph=device.type == "cuda",
                           lr=LearningRate.of(train.lr, train.lr_schedule, train.epochs, len(splits.train),
                                              train.batch_size))
 

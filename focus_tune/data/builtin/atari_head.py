@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ...errors import DataError
 from ..dataset_writer import DatasetWriter
 from ..images import load_rgb_resized
 from ..splits import split_counts
-from ...errors import DataError
 from .ale import CLASS_NAMES, END
 from .profiles import ATARI_GAMES, get_spec
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...quote import short
 from ...errors import DataError
+from ...quote import short
 from ..dataset_format import STANDARD_COLUMNS
 from .write import check_out, default_name, file_info, write_core
+
 
 def _text_values(array: np.ndarray, path: Path, key: str) -> list[str]:
     """A 1-D str or bytes array as Python strings: bytes are decoded as UTF-8 (b'END' -> 'END')."""

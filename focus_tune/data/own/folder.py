@@ -12,10 +12,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ...quote import short
 from ...errors import DataError
-from .table import (Rows, check_table_flags, check_tokens, image_paths, import_rows, read_table, sequence_tokens,
-                    sorted_names)
+from ...quote import short
+from .table import (
+    Rows,
+    check_table_flags,
+    check_tokens,
+    image_paths,
+    import_rows,
+    read_table,
+    sequence_tokens,
+    sorted_names,
+)
 from .write import check_out, default_name, file_info
 
 METADATA_FILES = ("metadata.csv", "metadata.jsonl")

@@ -15,13 +15,21 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import DataError
 from ...quote import short
 from ..dataset_format import STANDARD_COLUMNS
 from ..sequences import CONDITION_NOT_EVENT, UNOBSERVED
 from ..splits import assign_splits
-from ...errors import DataError
-from .write import (check_absorbing, check_classes, check_length, check_out, complete_sequences, default_name,
-                    file_info, write_core)
+from .write import (
+    check_absorbing,
+    check_classes,
+    check_length,
+    check_out,
+    complete_sequences,
+    default_name,
+    file_info,
+    write_core,
+)
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
@@ -408,7 +416,8 @@ def read_images(paths: list[Path], table: Path, *, image_size: tuple[int, int] |
         if len(distinct) > 1:
             a, b = sizes[0], next(s for s in sizes if s != sizes[0])
             rb = sizes.index(b)
-            raise DataError(f"{table}: images differ in size ({_rel(table, 0)}: {a[0]}x{a[1]}, {_rel(table, rb)}: {b[0]}x{b[1]}, "
+            raise DataError(f"{table}: images differ in size ({_rel(table, 0)}: {a[0]}x{a[1]}, "
+                            f"{_rel(table, rb)}: {b[0]}x{b[1]}, "
                             f"H x W; {len(distinct)} sizes); give --image-size H W to resize them")
         height, width = distinct[0]
     else:

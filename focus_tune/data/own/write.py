@@ -24,16 +24,22 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import DataError
 from ...names import SCENARIO_NAME
 from ...quote import short
 from ..builtin.profiles import BUILTIN_SCENARIOS
 from ..dataset_format import SPLITS, STANDARD_COLUMNS, sha256_file
 from ..dataset_writer import DatasetWriter
 from ..folder_guard import check_replaceable
-from ..sequences import (CENSOR_INSTEAD, CONDITION_NOT_EVENT, ONLY_EVENT_ABSORBING, UNOBSERVED, censored_items,
-                         observed_prefix)
+from ..sequences import (
+    CENSOR_INSTEAD,
+    CONDITION_NOT_EVENT,
+    ONLY_EVENT_ABSORBING,
+    UNOBSERVED,
+    censored_items,
+    observed_prefix,
+)
 from ..splits import assign_splits
-from ...errors import DataError
 
 MAX_NAME = 64  # the search's limit on a scenario's name (names.SCENARIO_NAME)
 MIN_LENGTH = 2  # a search's schedule needs two entries (config.generic)
@@ -66,8 +72,9 @@ def write_dataset(
     event: the class (name or id) whose first occurrence is the time to event. absorbing: the
     classes after which nothing changes: None or [event] (another class is refused: end such
     a sequence at that class's entry, censored there); a sequence is padded with the event up
-    to L, and one that ends before L without it is censored at its last entry. splits: 'train' / 'val' / 'test' per item, or None for a seeded 70/20/10 split
-    of the items, or of ``groups`` (per-item keys: one group never spans two splits).
+    to L, and one that ends before L without it is censored at its last entry. splits: 'train'
+    / 'val' / 'test' per item, or None for a seeded 70/20/10 split of the items, or of ``groups``
+    (per-item keys: one group never spans two splits).
     condition: the conditional metrics' first-entry class, never the event (default: the most
     frequent first entry of train other than the event). extras: per-item 1-D numeric columns.
     exact_marginals: float [N, L, c], P(Y_i = a | x), when the true process is known. name: the
