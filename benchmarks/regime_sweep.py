@@ -210,7 +210,8 @@ def plot(files: list[str], figure: str) -> None:
                 epochs = sorted({r["epoch"] for r in sel})
                 mean = [np.mean([r[key] for r in sel if r["epoch"] == e]) for e in epochs]
                 style = "-" if s == "none" else "--"
-                ax.plot(epochs, mean, style, marker="o", ms=3, color=f"C{sorted({c[:2] for c in configs}).index((n, w))}",
+                colour = f"C{sorted({c[:2] for c in configs}).index((n, w))}"
+                ax.plot(epochs, mean, style, marker="o", ms=3, color=colour,
                         label=f"n={n} w={w} {s}")
             ref = {"marginal/auc": ("blind/auc", "exact/auc"), "marginal/ce": ("blind/ce", "exact/ce"),
                    "marginal/ece": ("blind/ece", None), "interval/coverage": (None, None)}[key]
@@ -244,13 +245,15 @@ def regime_table(files: list[str]) -> list[str]:
     for r in rows:
         if r["schedule"] == "none":
             cells.setdefault((r["game"], r["train_items"], r["width"], r.get("lr"), r.get("lr_schedule")), []).append(r)
-    out = ["| scenario | items | lr | epoch | item-epochs | seeds | coverage | ECE − oracle's | CE − image-blind's | regime |",
+    out = ["| scenario | items | lr | epoch | item-epochs | seeds | coverage | ECE − oracle's | CE − image-blind's "
+           "| regime |",
            "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for (game, n, width, lr, schedule), cell in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0]))):
         for epoch in sorted({r["epoch"] for r in cell}):
             at = [r for r in cell if r["epoch"] == epoch]
             run = sweep_run(at, epoch)
-            med = {k: float(np.median([r[k] for r in at])) for k in ("interval/coverage", "marginal/ece", "marginal/ce")}
+            med = {k: float(np.median([r[k] for r in at]))
+                   for k in ("interval/coverage", "marginal/ece", "marginal/ce")}
             oracle = float(np.median([r.get("ref/oracle/ece", np.nan) for r in at]))
             blind = float(np.median([r.get("ref/image-blind/ce", np.nan) for r in at]))
             kept = not check_run(run, PAPER_REGIME)
@@ -288,7 +291,8 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="JSONL file to append rows to")
     ap.add_argument("--plot", nargs="+", default=None, help="JSONL files to plot instead of running")
     ap.add_argument("--regime", nargs="+", default=None,
-                    help="JSONL files (written with --references) to judge against the paper's regime instead of running")
+                    help="JSONL files (written with --references) to judge against the paper's regime instead of "
+                         "running")
     ap.add_argument("--figure", default="docs/img/regime_sweep.png")
     args = ap.parse_args()
     if args.plot:

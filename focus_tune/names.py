@@ -37,7 +37,8 @@ CONFORMAL_BASES = ("none", "constant", "time-dependent", *TEMPERATURE_ROWS)  # t
 # What a 'none' final reports of the rows made of it (beside its own test/... and CONFORMAL_PREFIX).
 FINAL_ROW_PREFIXES = (TS_PREFIX, TS_CONFORMAL_PREFIX, TDT_PREFIX, TDT_CONFORMAL_PREFIX)
 # A temperature row's cost: the seconds of validation sampling its choice took (a 'none' final's result key).
-POSTHOC_SECONDS = {TEMPERATURE_SCALED: "time/temperature_s", TIME_DEPENDENT_TEMPERATURE: "time/time_dependent_temperature_s"}
+POSTHOC_SECONDS = {TEMPERATURE_SCALED: "time/temperature_s",
+                   TIME_DEPENDENT_TEMPERATURE: "time/time_dependent_temperature_s"}
 
 
 def conformal_row(row: str) -> str:

@@ -32,7 +32,7 @@ def test_info_on_a_corrupted_dataset_names_the_file(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, listed", [
     (["build", "--game", "pong"], "choose from 'facemed', 'hero', 'seaquest', 'riverraid', 'bankheist', 'roadrunner'"),
-    (["build", "--game", "hero", "--profile", "huge"], "choose from 'smoke', 'quick', 'paper'"),
+    (["build", "--game", "hero", "--profile", "huge"], "choose from 'smoke', 'quick', 'overconfident', 'paper'"),
     (["export"], "choose from 'build', 'import-atari-head', 'import-utkface', 'import-table', 'import-folder', "
                  "'import-arrays', 'info'"),
 ])

@@ -550,3 +550,45 @@ def test_the_regime_verdicts_searches_share_no_final_seed_and_its_margin_follows
     assert equivalence_margin([0.03], [0.05]) == 0.0  # no headroom: nothing could be shown equivalent
     with pytest.raises(ValueError):
         equivalence_margin([0.1], [])
+
+
+def test_the_regime_verdict_has_its_declared_primary_holm_over_scenarios_and_a_pooled_headline(tmp_path):
+    """python -m focus_tune.replicate.verdict --regime: the design of regime_design.py on
+    replications (here the quick fixture's, as two scenarios): one primary comparison per
+    scenario and Holm over those alone, the secondary comparisons without a test, the pooled
+    estimate, and the pages' regime block rewritten."""
+    from focus_tune.replicate.verdict import REGIME_END, REGIME_START, regime_verdict
+
+    storage = tmp_path / "runs"
+    for r in range(4):
+        _run(storage, r)
+    out = tmp_path / "hero-overconfident"
+    subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--seeds", "0-3", "--storage",
+                    str(storage), "--out", str(out), "--aggregate-only", "--tracking-uri",
+                    f"sqlite:///{tmp_path / 'mlflow.db'}"], check=True, capture_output=True, timeout=120, cwd=tmp_path)
+    s = json.loads((out / "replication.json").read_text())
+    import copy
+
+    key = "time-dependent - none/test/marginal/ece"
+    a, b = copy.deepcopy(s), copy.deepcopy(s)
+    a["differences"][key]["p"], b["differences"][key]["p"] = 0.04, 0.01  # the fixture's runs do not differ
+    v = regime_verdict({"hero": a, "seaquest": b})
+    assert v["primary_tests"] == 2  # one per scenario, not 36
+    assert v["scenarios"]["hero"]["comparisons"]["ECE"]["holm_all"] == pytest.approx(0.04)
+    assert v["scenarios"]["seaquest"]["comparisons"]["ECE"]["holm_all"] == pytest.approx(0.02)
+    row = v["scenarios"]["hero"]
+    assert [label for label, c in row["comparisons"].items() if c["primary"]] == ["ECE"]
+    assert all(c["holm_all"] != c["holm_all"] for label, c in row["comparisons"].items() if not c["primary"])
+    assert row["comparisons"]["ECE"]["per_run"] == pytest.approx(s["differences"][
+        "time-dependent - none/test/marginal/ece"]["per_run"])
+    assert set(row["comparisons"]["ECE"]["equivalence"]) == {"low", "high", "margin", "equivalent"}
+    assert v["pooled"]["all"]["names"] == ["hero", "seaquest"]
+    page = tmp_path / "README.md"
+    page.write_text(f"x\n{REGIME_START}\nold\n{REGIME_END}\n")
+    proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate.verdict", "--regime", "--out",
+                           str(tmp_path / "verdict-regime"), str(out), "--docs", str(page)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = page.read_text()
+    assert "old" not in text and "| H.E.R.O. | 4 |" in text and "**Pooled over 1 scenario(s)**" in text
+    assert (tmp_path / "verdict-regime" / "verdict.png").read_bytes()[:4] == b"\x89PNG"

@@ -40,6 +40,7 @@ import numpy as np
 from ..names import conformal_row
 from ..report.columns import COVERAGE_TARGET
 from ..report.stats import holm
+from . import regime_design as design
 from .analysis import VERDICT_PRIMARY
 from .pooling import equivalence, random_effects
 from .regime_design import equivalence_margin
@@ -459,7 +460,7 @@ def times_markdown(times: dict[str, dict[str, dict]]) -> list[str]:
     return lines
 
 
-def plot(v: dict, path: Path) -> Path:
+def plot(v: dict, path: Path, comparisons: tuple = COMPARISONS) -> Path:
     """The forest plot: one panel per comparison, a row per scenario; dots: the searches, diamond
     and bar: the pooled mean and its 95 % t interval; a dotted line at zero."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -469,7 +470,7 @@ def plot(v: dict, path: Path) -> Path:
     from ..report.figures import save_png
 
     scenarios = list(v["scenarios"])
-    panels = [c for c in COMPARISONS if any(c[0] in r["comparisons"] for r in v["scenarios"].values())]
+    panels = [c for c in comparisons if any(c[0] in r["comparisons"] for r in v["scenarios"].values())]
     fig = Figure(figsize=(2.5 * len(panels) + 1.2, 0.55 * len(scenarios) + 1.6))
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
@@ -500,6 +501,80 @@ def plot(v: dict, path: Path) -> Path:
     return save_png(fig, path)
 
 
+# -- the verdict in the paper's regime (its design: focus_tune/replicate/regime_design.py) --------------
+
+REGIME_COMPARISONS = (design.PRIMARY, *design.SECONDARY)
+REGIME_START = ("<!-- regime verdict table: written by python -m focus_tune.replicate.verdict --regime --docs "
+                "(do not edit) -->")
+REGIME_END = "<!-- end of the regime verdict table -->"
+
+
+def regime_verdict(replications: dict[str, dict]) -> dict:
+    """The verdict as declared in :mod:`focus_tune.replicate.regime_design`: per scenario the
+    primary comparison (time-dependent - none, ECE; Holm over the scenarios), its equivalence
+    within a quarter of the scenario's headroom, the secondary comparisons with their
+    intervals; the random-effects pooled primary difference (the headline)."""
+    rows = {}
+    for scenario in [g for g in SCENARIOS if g in replications] + [g for g in replications if g not in SCENARIOS]:
+        s = replications[scenario]
+        means = s.get("means", {})
+        row = {"runs": s["runs"], "missing_seeds": s.get("missing_seeds", []),
+               "none": {k: means.get(k, {}).get("none", {}).get("mean", math.nan) for k in (ECE, COVERAGE)},
+               "oracle": {k: means.get(k, {}).get(ORACLE, {}).get("mean", math.nan) for k in (ECE, COVERAGE)},
+               "regime": None if not s.get("regime") else {"kept": s["regime"]["kept"], "runs": s["runs"]},
+               "paper": PAPER.get(scenario), "comparisons": {}, **headroom(means)}
+        for label, (a, b), key in REGIME_COMPARISONS:
+            d = s["differences"].get(f"{a} - {b}/{key}")
+            if d is None:
+                continue
+            row["comparisons"][label] = {
+                "pair": [a, b], "key": key, "mean": d["mean"], "low": d["low"], "high": d["high"], "p": d["p"],
+                "below": d["below_zero"], "above": d["above_zero"], "runs": d["runs"], "per_run": d["per_run"],
+                "primary": label == design.PRIMARY[0]}
+            if key == COVERAGE:
+                row["comparisons"][label]["closer"] = closer_to_nominal(means.get(key, {}), a, b,
+                                                                        nominal=_per_search(means, key, ORACLE))
+        primary = row["comparisons"].get(design.PRIMARY[0])
+        if primary is not None:
+            primary["equivalence"] = equivalence(primary["per_run"], row["margin"])
+        rows[scenario] = row
+    adjusted = holm({g: r["comparisons"][design.PRIMARY[0]]["p"] for g, r in rows.items()
+                     if design.PRIMARY[0] in r["comparisons"]})
+    for g, r in rows.items():
+        for label, c in r["comparisons"].items():
+            c["holm_all"] = adjusted.get(g, math.nan) if c["primary"] else math.nan
+    return {"design": "regime", "scenarios": rows, "primary_tests": sum(math.isfinite(p) for p in adjusted.values()),
+            "pooled": {"all": pooled_ece(rows, list(rows))}}
+
+
+def regime_markdown(v: dict) -> list[str]:
+    """The regime's verdict table (README and RESULTS beside the quick one) and its headline."""
+    labels = [label for label, _, _ in design.SECONDARY]
+    def header(label: str) -> str:  # "ECE vs temperature-scaled" -> "time-dep. − temperature-scaled, ECE"
+        metric, _, rival = label.partition(" vs ")
+        return f"time-dep. − {rival or 'none'}, {metric}"
+
+    lines = ["| scenario | R | `none` ECE | oracle ECE | time-dep. − none, ECE (primary) | Holm | equivalent within "
+             "¼ headroom | " + " | ".join(header(label) for label in labels)
+             + " | regime kept | paper: ECE none → time-dep. |",
+             "|---|---:|---:|---:|---|---:|---|" + "---|" * len(labels) + "---:|---:|"]
+    for scenario, row in v["scenarios"].items():
+        primary = row["comparisons"].get(design.PRIMARY[0])
+        eq = "n/a" if primary is None else (
+            f"{'yes' if primary['equivalence']['equivalent'] else 'no'} (±{_num(row['margin'], 4)})")
+        lines.append(f"| {NAMES.get(scenario, scenario)} | {row['runs']} | {_num(row['none'][ECE], 4)} | "
+                     f"{_num(row['oracle'][ECE], 4)} | {_cell(primary, 4)} | "
+                     f"{_num(primary['holm_all'], 3) if primary else 'n/a'} | {eq} | "
+                     + " | ".join(_comparison(row, label) for label in labels)
+                     + f" | {_regime(row)} | {_paper(row, 'ece', 3)} |")
+    p = v["pooled"]["all"]
+    lines += ["", f"**Pooled over {len(p['names'])} scenario(s)** (random effects, Hartung-Knapp 95 % interval): "
+                  f"time-dependent − none ECE {_num(p['mean'], 4, True)} "
+                  f"[{_num(p['low'], 4, True)}, {_num(p['high'], 4, True)}]."
+              if math.isfinite(p["mean"]) else "No pooled estimate: fewer than two searches in a scenario."]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m focus_tune.replicate.verdict",
                                  description="The verdict table and forest plot across scenarios, from their "
@@ -514,7 +589,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-facts", type=Path, default=None,
                     help="instead of --data: the data facts of an earlier verdict.json of the same searches (their "
                          "datasets are the same: a search's seed r draws its data), so they need not be built again")
+    ap.add_argument("--regime", action="store_true",
+                    help="the verdict in the paper's regime (the overconfident profile's replications), as declared in "
+                         "focus_tune/replicate/regime_design.py; --docs then rewrites the pages' regime block")
     args = ap.parse_args(argv)
+    if args.regime:
+        return _regime_main(ap, args)
     if args.data and args.data_facts:
         ap.error("--data and --data-facts say the same: give one of them")
     replications, folders = {}, {}
@@ -573,6 +653,45 @@ def main(argv: list[str] | None = None) -> int:
     for doc, new_text in updated.items():
         doc.write_text(new_text)
     print("\n".join(markdown(v)))
+    print(f"wrote {args.out / 'verdict.md'}, verdict.json, verdict.png")
+    return 0
+
+
+def _read_replications(ap, folders: list[Path]) -> dict[str, dict]:
+    replications = {}
+    for folder in folders:
+        path = folder / "replication.json"
+        if not path.exists():
+            ap.error(f"{path}: no replication.json (run python -m focus_tune.replicate first)")
+        summary = json.loads(path.read_text())
+        replications[scenario_of(summary, folder)] = summary
+    return replications
+
+
+def _regime_main(ap, args) -> int:
+    """``verdict --regime``: verdict.md, verdict.json and verdict.png of the regime's design."""
+    v = regime_verdict(_read_replications(ap, args.folders))
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(v, args.out / "verdict.png", REGIME_COMPARISONS)
+    table = regime_markdown(v)
+    text = ["# The verdict in the paper's regime", "", *table, "",
+            "Declared before the first search (focus_tune/replicate/regime_design.py): the primary comparison, "
+            "time-dependent − `none` on the test marginal ECE, per search the mean over its paired final seeds, its "
+            f"95 % t interval over the searches and k/R below zero; Holm over the {v['primary_tests']} scenarios' "
+            "primaries; *equivalent*: its 90 % interval within ± a quarter of the scenario's headroom (`none`'s ECE "
+            "minus the oracle's, median over the searches). The other comparisons are secondary (intervals, no "
+            "test); coverage counts the searches where time-dependent's is closer to the oracle's own coverage than "
+            "`none`'s. The paper's values are its Tables 2 and 6 (another scale, other data).", "",
+            "![paired differences per scenario](verdict.png)", ""]
+    (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
+    (args.out / "verdict.md").write_text("\n".join(text))
+    try:
+        updated = {doc: replace_block(doc.read_text(), table, str(doc), REGIME_START, REGIME_END) for doc in args.docs}
+    except (OSError, ValueError) as e:
+        ap.exit(2, f"verdict: {e}; no file was changed\n")
+    for doc, new_text in updated.items():
+        doc.write_text(new_text)
+    print("\n".join(table))
     print(f"wrote {args.out / 'verdict.md'}, verdict.json, verdict.png")
     return 0
 

@@ -2,9 +2,9 @@
 
 `smoke` is for tests (seconds), `quick` for a 2-core laptop search (minutes),
 `overconfident` for the paper's regime on a laptop (few training items, trained long; the
-scenarios that reach it), `paper` for the paper's split sizes (GPUs). Every builder reads its sizes, image resolution, padded
-length L and sampling frequency from `SPECS`, and `ensure_dataset` rebuilds a cached
-dataset whose manifest no longer matches its row here.
+scenarios that reach it), `paper` for the paper's split sizes (GPUs). Every builder reads its
+sizes, image resolution, padded length L and sampling frequency from `SPECS`, and
+`ensure_dataset` rebuilds a cached dataset whose manifest no longer matches its row here.
 
 Games keep the paper's time window (L * freq frames: 600 for all but Road Runner, 1200)
 and the paper's mean length in seconds; `quick` and `smoke` sample actions less often
