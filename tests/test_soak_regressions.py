@@ -33,3 +33,33 @@ def test_a_worker_killed_while_its_actor_starts_is_retried_as_one_run(tracker, m
     tags = tracker.client.get_run(runs[0].info.run_id).data.tags
     assert tags["retries"] == "1"
     assert tags["retry.1"].startswith("The actor is dead because its worker process has died")
+
+
+def test_a_data_command_killed_mid_write_leaves_nothing_behind_its_rerun(tmp_path):
+    """Soak seed 3 (an imported table), `import-table` SIGKILLed 0.22 s in: its hidden
+    `.alarms-data.tmp-PID-*` folder (the splits written so far) stayed beside the dataset after
+    the same command ran again to the end. Nothing read it, but it held the partial data for
+    good. Now a write removes the temporary folders of its destination whose process is gone on
+    this host, and only those."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from focus_tune.data.folder_guard import remove_abandoned, temporary_folder
+
+    out = tmp_path / "alarms-data"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)  # a process that has exited
+    host = socket.gethostname()
+    killed = tmp_path / f".alarms-data.tmp-{host}-{dead_pid}-5142ad5b"
+    older = tmp_path / f".alarms-data.tmp-{dead_pid}-0123abcd"  # named before the host was
+    live = tmp_path / f".alarms-data.tmp-{host}-{os.getpid()}-89abcdef"  # a write going on now
+    elsewhere = tmp_path / f".alarms-data.tmp-another-host-{dead_pid}-00aa11bb"  # shared storage
+    other = tmp_path / f".alarms-other.tmp-{host}-{dead_pid}-22cc33dd"  # another destination's
+    for folder in (killed, older, live, elsewhere, other):
+        folder.mkdir()
+        (folder / "train.parquet").write_bytes(b"partial")
+    assert sorted(remove_abandoned(out)) == sorted([killed, older])
+    assert not killed.exists() and not older.exists() and live.exists() and elsewhere.exists() and other.exists()
+    assert temporary_folder(out).name.startswith(f".alarms-data.tmp-{host}-{os.getpid()}-")

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from ..durable import fsync_path, write_atomic
 from ..errors import DataError
 from .dataset_format import IMAGE_SHAPE_KEY, MANIFEST, SPLIT_FILES, SPLITS, sha256_file
-from .folder_guard import check_replaceable
+from .folder_guard import check_replaceable, remove_abandoned, temporary_folder
 from .manifest import Manifest
 from .sequences import (
     CENSOR_INSTEAD,
@@ -65,7 +65,8 @@ class DatasetWriter:
         self.has_exact_marginals = has_exact_marginals
         self.censored = censored  # the splits carry observed_length (right-censored items)
         self.out_dir.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp_dir = self.out_dir.parent / f".{self.out_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        remove_abandoned(self.out_dir)  # a write of the same folder killed before: its partial files
+        self.tmp_dir = temporary_folder(self.out_dir)
         self.tmp_dir.mkdir()
         self._writers: dict[str, pq.ParquetWriter] = {}
         self._counts = {s: 0 for s in SPLITS}

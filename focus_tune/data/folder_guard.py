@@ -1,10 +1,16 @@
 """Never replace someone's data: a folder a dataset is written to must be absent, empty, or a
 dataset folder of ours (``check_replaceable``), checked before writing and again before the
-new folder is moved into its place (``dataset_writer``, ``own.write``)."""
+new folder is moved into its place (``dataset_writer``, ``own.write``). And leave nothing
+behind: the temporary folder of a write that was killed is removed by the next write to the
+same place (``temporary_folder``, ``remove_abandoned``)."""
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import socket
+import uuid
 from pathlib import Path
 
 from ..errors import DataError
@@ -45,3 +51,40 @@ def _is_our_manifest(file: Path) -> bool:
         return False
     return (isinstance(raw, dict) and isinstance(raw.get("generator"), str) and "format_version" in raw
             and isinstance(raw.get("files"), dict) and set(raw["files"]) == set(SPLIT_FILES))
+
+
+def temporary_folder(out_dir: Path) -> Path:
+    """The hidden folder a write of ``out_dir`` fills before it is renamed into place:
+    ``.NAME.tmp-HOST-PID-RANDOM`` beside it, named for the process that owns it."""
+    return out_dir.parent / f".{out_dir.name}.tmp-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def remove_abandoned(out_dir: Path) -> list[Path]:
+    """Remove the temporary folders of ``out_dir`` left by writes on this host whose process is
+    gone (killed mid-write: nothing reads them, but they hold the data written so far); a
+    folder of a live process, or of another host (shared storage), is left alone. Returns what
+    was removed. The names of a write from before the host was named (``.NAME.tmp-PID-RANDOM``)
+    count as this host's."""
+    pattern = re.compile(rf"\.{re.escape(out_dir.name)}\.tmp-(?:(?P<host>.+)-)?(?P<pid>\d+)-[0-9a-f]{{8}}")
+    removed = []
+    if not out_dir.parent.is_dir():
+        return removed
+    for entry in out_dir.parent.iterdir():
+        m = pattern.fullmatch(entry.name)
+        if not m or entry.is_symlink() or not entry.is_dir():
+            continue
+        if m["host"] not in (None, socket.gethostname()) or _alive(int(m["pid"])):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
