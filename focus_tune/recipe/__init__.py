@@ -4,7 +4,7 @@
 OptunaSearch and ASHAScheduler on the validation CE, and writes the lambda search's space with
 it (its command line too); ``__main__`` runs it.
 
-Imports: ``focus_tune.search`` (its Ray runtime, storage and trainable), tracking and
+Imports: ``focus_tune.search`` (its Ray runtime and storage), ``focus_tune.trial`` (a trial's training), tracking and
 everything below; Ray.
 """
 
