@@ -11,7 +11,8 @@ as soon as the plan allows; every trial is tracked in MLflow from this driver
 Modules: ``api`` (``run_search``, ``load_model``, the CLI's ``main``), ``cli`` (the one
 ``SearchOptions``, each field a flag, and the parser written from them), ``driver`` (the run),
 ``searcher`` (the plan as a Ray Tune Searcher), ``trainable`` (the Ray adapter of a trial or pack:
-the trial layer, ``focus_tune.trial``, trains and scores; it reports and checkpoints), ``callbacks`` (driver-side: MLflow, the state, progress, retries),
+the trial layer, ``focus_tune.trial``, trains and scores; it reports and checkpoints),
+``callbacks`` (driver-side: MLflow, the state, progress, retries),
 ``scheduler`` (racing's stop as a Tune TrialScheduler), ``progress`` (the live bar, plain lines
 in logs), ``storage`` (run folder, resume checks), ``lock`` (one driver per run folder),
 ``ray_runtime`` (starting Ray, slots, Ctrl-C), ``checks`` (what a run and a dry run both check),
