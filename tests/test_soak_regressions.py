@@ -63,3 +63,40 @@ def test_a_data_command_killed_mid_write_leaves_nothing_behind_its_rerun(tmp_pat
     assert sorted(remove_abandoned(out)) == sorted([killed, older])
     assert not killed.exists() and not older.exists() and live.exists() and elsewhere.exists() and other.exists()
     assert temporary_folder(out).name.startswith(f".alarms-data.tmp-{host}-{os.getpid()}-")
+
+
+def test_a_disk_full_at_the_first_save_ends_the_parent_run(monkeypatch, tmp_path):
+    """Soak seed 9 (an imported table, an MLflow server, storage on a tmpfs), the disk filled
+    2.2 s into the first attempt: the search stopped with its one error line (exit 2), but the
+    state file could not be written, so the parent run it had just made was left RUNNING for
+    good (the rerun, with no state, made a new one). The first save of the state now happens
+    where every error ends the parent run (FAILED, with why)."""
+    import pytest
+
+    from focus_tune.errors import DiskFull
+    from focus_tune.procedure.state import SearchState
+    from focus_tune.search import driver
+    from focus_tune.search.cli import SearchOptions
+
+    ended = []
+
+    class Tracker:  # the parent run as the driver sees it
+        parent_run_id, uri, experiment_id, unavailable = "p1", "sqlite:///x.db", "1", False
+
+        def end_running_children(self, status, reason):
+            ended.append(("children", status))
+
+        def finish(self, status=None, reason=None, failed=False):
+            ended.append(("parent", status, reason))
+
+    def full(self):
+        raise DiskFull(f"{tmp_path}: no space left on device")
+
+    monkeypatch.setattr(driver, "open_tracker", lambda opts, parent, folder: Tracker())
+    monkeypatch.setattr(driver.ray_runtime, "driver_record", lambda attempt: {"attempt": attempt})
+    monkeypatch.setattr(SearchState, "save", full)
+    prep = types.SimpleNamespace(cfg=None, dataset=types.SimpleNamespace(manifest=None), run_dir=tmp_path,
+                                 fingerprint={})
+    with pytest.raises(DiskFull):
+        driver.search(SearchOptions(scenario="hero"), prep, 0.0)
+    assert ended == [("children", "FAILED"), ("parent", "FAILED", f"DiskFull: {tmp_path}: no space left on device")]

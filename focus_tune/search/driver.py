@@ -154,15 +154,15 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
         print(f"resuming: {sum(v is not None for v in state.results.values())} trials already done", flush=True)
     tracker = open_tracker(opts, state.parent_run_id, folder)
     new_parent, state.parent_run_id = state.parent_run_id is None, tracker.parent_run_id
-    state.attempts += 1
-    if resumed:  # trials of an earlier, dead driver on this cluster must have stopped first
-        ray_runtime.wait_for_earlier_drivers(state.drivers)
-    state.drivers.append(ray_runtime.driver_record(state.attempts))
-    state.save()
-    print(f"MLflow: experiment {opts.experiment_name}, run {tracker.parent_run_id} | watch it: "
-          f"{ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
     progress = None
-    try:
+    try:  # from here on the parent run exists: whatever stops the search ends it (a full disk at the first save too)
+        state.attempts += 1
+        if resumed:  # trials of an earlier, dead driver on this cluster must have stopped first
+            ray_runtime.wait_for_earlier_drivers(state.drivers)
+        state.drivers.append(ray_runtime.driver_record(state.attempts))
+        state.save()
+        print(f"MLflow: experiment {opts.experiment_name}, run {tracker.parent_run_id} | watch it: "
+              f"{ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
         write_config(folder, cfg, opts.overrides)  # config.yaml: what --space takes back
         if new_parent:
             tracker.log_search(params={"scenario": opts.scenario, "profile": opts.profile, "seed": opts.seed,
