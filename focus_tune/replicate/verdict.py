@@ -104,10 +104,8 @@ def verdict(replications: dict[str, dict]) -> dict:
             d = s["differences"].get(f"{a} - {b}/{key}")
             if d is None:
                 continue
-            row["comparisons"][label] = {
-                "pair": [a, b], "key": key, "mean": d["mean"], "low": d["low"], "high": d["high"], "p": d["p"],
-                "below": d["below_zero"], "above": d["above_zero"], "runs": d["runs"], "per_run": d["per_run"],
-                "primary": ((a, b), key) in VERDICT_PRIMARY, "holm_scenario": d.get("holm_primary", math.nan)}
+            row["comparisons"][label] = {**comparison(d, a, b, key), "primary": ((a, b), key) in VERDICT_PRIMARY,
+                                         "holm_scenario": d.get("holm_primary", math.nan)}
             if key == COVERAGE:
                 row["comparisons"][label]["closer"] = closer_to_nominal(means.get(key, {}), a, b)
                 row["comparisons"][label]["closer_to_oracle"] = closer_to_nominal(
@@ -157,6 +155,12 @@ def pooled_ece(rows: dict[str, dict], scenarios: list[str]) -> dict:
     (:func:`focus_tune.replicate.pooling.random_effects` of their searches' differences)."""
     groups = [rows[g]["comparisons"]["ECE"]["per_run"] for g in scenarios if "ECE" in rows[g]["comparisons"]]
     return {**random_effects(groups), "names": [g for g in scenarios if "ECE" in rows[g]["comparisons"]]}
+
+
+def comparison(d: dict, a: str, b: str, key: str) -> dict:
+    """A verdict's cell of the difference ``a - b`` of ``key`` from a replication's record ``d``."""
+    return {"pair": [a, b], "key": key, "mean": d["mean"], "low": d["low"], "high": d["high"], "p": d["p"],
+            "below": d["below_zero"], "above": d["above_zero"], "runs": d["runs"], "per_run": d["per_run"]}
 
 
 def closer_to_nominal(coverage: dict, a: str, b: str, nominal: float | dict[str, float] = COVERAGE_TARGET
@@ -527,10 +531,7 @@ def regime_verdict(replications: dict[str, dict]) -> dict:
             d = s["differences"].get(f"{a} - {b}/{key}")
             if d is None:
                 continue
-            row["comparisons"][label] = {
-                "pair": [a, b], "key": key, "mean": d["mean"], "low": d["low"], "high": d["high"], "p": d["p"],
-                "below": d["below_zero"], "above": d["above_zero"], "runs": d["runs"], "per_run": d["per_run"],
-                "primary": label == design.PRIMARY[0]}
+            row["comparisons"][label] = {**comparison(d, a, b, key), "primary": label == design.PRIMARY[0]}
             if key == COVERAGE:
                 row["comparisons"][label]["closer"] = closer_to_nominal(means.get(key, {}), a, b,
                                                                         nominal=_per_search(means, key, ORACLE))
