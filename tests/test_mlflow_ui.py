@@ -20,7 +20,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from focus_tune.names import CONFORMAL_PREFIX, FAMILIES, HEADLINE_METRICS, TS_CONFORMAL_PREFIX, TS_PREFIX
+from focus_tune.names import CONFORMAL_PREFIX, FAMILIES, FINAL_ROW_PREFIXES, HEADLINE_METRICS
 from focus_tune.tracking.lineage import CHECKPOINT_TAG, MODEL_TAG
 from focus_tune.tracking.models import MODEL_REQUIREMENTS
 from smoke_search import GAME
@@ -29,9 +29,9 @@ pytestmark = pytest.mark.slow
 
 PARENT_METRICS_MAX = 40
 # <row>/ only where the metric is not the run's own model's (the parent's rows, a none final's
-# temperature-scaled row, a final's +conformal rows: conformal/, temperature-scaled/conformal/),
-# then the split, then the metric's path
-KEY = re.compile(r"^(?:(?P<row>[A-Za-z-]+(?:/conformal)?)/)?"
+# temperature rows, a final's +conformal rows: conformal/, temperature-scaled/conformal/,
+# time-dependent temperature/conformal/), then the split, then the metric's path
+KEY = re.compile(r"^(?:(?P<row>[A-Za-z-]+(?: [a-z]+)?(?:/conformal)?)/)?"
                  r"(?P<split>train|val|test|time|decision|search)/[a-z0-9_/]+$")
 
 
@@ -77,7 +77,7 @@ def test_one_naming_scheme_and_a_headline_parent(store):
             assert match, f"{run.info.run_name}: {key!r} is outside the naming scheme"
             if run is not parent:  # a trial's metrics are its own model's, but a none final's temperature-scaled
                 # row and a final's +conformal rows (its own model's intervals recalibrated)
-                assert match["row"] is None or key.startswith((TS_PREFIX, CONFORMAL_PREFIX, TS_CONFORMAL_PREFIX)), \
+                assert match["row"] is None or key.startswith((CONFORMAL_PREFIX, *FINAL_ROW_PREFIXES)), \
                     (run.info.run_name, key)
                 assert match["split"] in ("train", "val", "test", "time"), (run.info.run_name, key)
     metrics = parent.data.metrics

@@ -67,7 +67,8 @@ def test_full_procedure_report_and_mlflow(uninterrupted):
             assert r[key] != "", (r["family"], key)
         assert (r["test/interval/conformal_level"] != "") == conformal, r["family"]
     assert {r["family"] for r in rows if r["family"].endswith(" +conformal")} == {
-        "none +conformal", "constant +conformal", "time-dependent +conformal", "temperature-scaled +conformal"}
+        "none +conformal", "constant +conformal", "time-dependent +conformal", "temperature-scaled +conformal",
+        "time-dependent temperature +conformal"}
     seeds = {f: sum(r["family"] == f for r in rows) for f in ("image-blind", "image-Bayes", "oracle", "exact", "none")}
     assert seeds == {"image-blind": 3, "image-Bayes": 3, "oracle": 3, "exact": 1, "none": 3}, seeds
     assert "## Coverage of I_0.9 by group" in md
