@@ -208,9 +208,9 @@ def choose_staged(score: Callable[[np.ndarray], float], grid: Iterable[float], l
         scores[label] = stage_scores
         margin = stage_scores[1.0] - stage_scores[chosen]
         se = 0.0 if chosen == 1.0 else float(difference_se(vectors[chosen], vectors[1.0]))
-    edge = len(grid) > 1 and np.isin(t, (grid[0], grid[-1]))
+    at_bound = int(np.isin(t, (grid[0], grid[-1])).sum()) if len(grid) > 1 else 0
     live = np.zeros(length, dtype=np.int64) if live_rows is None else np.asarray(live_rows, dtype=np.int64)
-    return TemperatureFit(t, float(t[-1]), int(edge.sum()) if len(grid) > 1 else 0, live,
+    return TemperatureFit(t, float(t[-1]), at_bound, live,
                           np.arange(length) < k1, "staged" if k1 else "grid", (grid[0], grid[-1]), scores, margin, se)
 
 

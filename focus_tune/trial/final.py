@@ -11,7 +11,16 @@ import numpy as np
 import torch
 
 from ..config.space import TrainConfig
-from ..names import CONFORMAL_PREFIX, TDT_CONFORMAL_PREFIX, TDT_PREFIX, TS_CONFORMAL_PREFIX, TS_PREFIX
+from ..names import (
+    CONFORMAL_PREFIX,
+    POSTHOC_SECONDS,
+    TDT_CONFORMAL_PREFIX,
+    TDT_PREFIX,
+    TEMPERATURE_SCALED,
+    TIME_DEPENDENT_TEMPERATURE,
+    TS_CONFORMAL_PREFIX,
+    TS_PREFIX,
+)
 from ..procedure.plan import tie_rule
 from ..scoring import conformal
 from ..scoring.evaluation import Scoring, censoring_weights, conformal_scores, evaluation_generator, test_result
@@ -60,14 +69,14 @@ def score_final(model: Simulator, splits: TrialSplits, train: TrainConfig, info:
     result.update(_conformal_row(CONFORMAL_PREFIX, level, per_entry, probs, pmf, splits, train.alpha))
     result["time/conformal_s"] = time.perf_counter() - t1
     if with_temperature:
-        rows = [(TS_PREFIX, TS_CONFORMAL_PREFIX, 0, "temperature")]
+        rows = [(TEMPERATURE_SCALED, TS_PREFIX, TS_CONFORMAL_PREFIX, 0)]
         if k1 is not None:
-            rows.append((TDT_PREFIX, TDT_CONFORMAL_PREFIX, min(k1, labels.shape[1] - 1), "time_dependent_temperature"))
-        for prefix, conformal_prefix, stages, name in rows:
+            rows.append((TIME_DEPENDENT_TEMPERATURE, TDT_PREFIX, TDT_CONFORMAL_PREFIX, min(k1, labels.shape[1] - 1)))
+        scored: dict = {}  # the validations of both rows: a temperature vector both try is sampled once
+        for row, prefix, conformal_prefix, stages in rows:
             t1 = time.perf_counter()
-            fit = fit_temperature(model, splits, train, info, seed, stages)
-            seconds = time.perf_counter() - t1  # its validation sampling: the row's whole cost
-            result[f"time/{name}_s"] = seconds
+            fit = fit_temperature(model, splits, train, info, seed, stages, scored)
+            result[POSTHOC_SECONDS[row]] = time.perf_counter() - t1  # its validation sampling: the row's whole cost
             if (fit.temperature == 1.0).all():  # no change: the same draws (below) would give the same numbers
                 ts, ts_entry, ts_probs, ts_pmf, ts_level = dict(out), dict(per_entry), probs, pmf, level
             else:  # the rows differ by the temperature alone
@@ -121,7 +130,7 @@ def split_weights(data: DeviceSplit) -> np.ndarray | None:
 
 
 def fit_temperature(model: Simulator, splits: TrialSplits, train: TrainConfig, info: DataInfo,
-                    seed: int, k1: int = 0) -> TemperatureFit:
+                    seed: int, k1: int = 0, scored: dict | None = None) -> TemperatureFit:
     """A temperature row's temperatures, chosen on :data:`~focus_tune.scoring.temperature.GRID`
     by the validation sampled marginal ECE, the criterion the search picks lambda by, with its
     tie rule (``train.tie_se``: among the temperatures within that many standard errors of
@@ -135,23 +144,27 @@ def fit_temperature(model: Simulator, splits: TrialSplits, train: TrainConfig, i
     the late samples, and the NLL fits on live rows only (one T, or one per entry) still
     sampled a worse test ECE than T = 1 (docs/results/temperature/README.md). The validation
     items are the search's (``val_items``); every candidate draws the same uniforms (one fresh
-    generator each), so their differences are the temperature's, not Monte Carlo noise.
+    generator each), so their differences are the temperature's, not Monte Carlo noise; and a
+    vector sampled once is not sampled again (``scored``: temperature vector -> its validation
+    ECE and probabilities, shared by a final's two rows: each stage's candidate at the value
+    already chosen is the stage before's winner, and all-ones is in both rows).
     """
     val, validation = splits.val, Scoring.of(train, "val")
     labels = val.sequences.cpu().numpy()
     observed = val.observed_numpy  # right-censored data: every score over the observed labels, weighted
     weights = split_weights(val)
     L = labels.shape[1]
-    probs = {}
+    scored = {} if scored is None else scored
 
     def val_ece(t: np.ndarray) -> float:
-        out = validation.evaluate(model, val, info.event, evaluation_generator(seed, -3),
-                                  temperature=torch.as_tensor(t), per_entry=True)
-        probs[tuple(t)] = out["probs"]
-        return out["marginal/ece"]
+        if tuple(t) not in scored:
+            out = validation.evaluate(model, val, info.event, evaluation_generator(seed, -3),
+                                      temperature=torch.as_tensor(t), per_entry=True)
+            scored[tuple(t)] = out["marginal/ece"], out["probs"]
+        return scored[tuple(t)][0]
 
     def on_items(t: np.ndarray, idx: np.ndarray) -> float:
-        return sequence_ece(probs[tuple(t)][idx], labels[idx], train.ece_bins,
+        return sequence_ece(scored[tuple(t)][1][idx], labels[idx], train.ece_bins,
                             weights=None if weights is None else weights[idx])
 
     def difference_se(a: np.ndarray, b: np.ndarray) -> float:

@@ -165,10 +165,16 @@ def score_trained(job: TrialJob, splits: TrialSplits, device: torch.device, stat
     training = Training.start(train, job.data, job.spec.seed, device)
     training.model.load_state_dict(state["model"])
     result = {"epoch": state["epoch"], "score": float(state["metrics"][f"val/{SELECT_KEYS[train.select_by]}"])}
-    metrics, per_entry = score_final(training.model, splits, train, job.data, job.spec.seed,
-                                     with_temperature=job.spec.family == "none", k1=job.k1)
+    metrics, per_entry = final_scores(training.model, splits, job)
     result.update(metrics)
     return Epoch(result, per_entry=per_entry)
+
+
+def final_scores(model: Simulator, splits: TrialSplits, job: TrialJob) -> tuple[dict, dict]:
+    """A final's test scoring (:func:`~focus_tune.trial.final.score_final`): a ``none`` final's
+    with its temperature rows (the time-dependent one over the schedule's ``k1``)."""
+    return score_final(model, splits, job.train, job.data, job.spec.seed, with_temperature=job.spec.family == "none",
+                       k1=job.k1)
 
 
 def validation_step(result: dict, val: dict, eval_s: float, epoch: int, job: TrialJob, splits: TrialSplits,
@@ -199,7 +205,6 @@ def validation_step(result: dict, val: dict, eval_s: float, epoch: int, job: Tri
     state = checkpoint_state(model, optimizer, epoch, generator, last_val, with_optimizer=not final)
     if not (final and job.evaluate_test):
         return Epoch(result, state)
-    metrics, per_entry = score_final(model, splits, train, job.data, job.spec.seed,
-                                     with_temperature=job.spec.family == "none", k1=job.k1)
+    metrics, per_entry = final_scores(model, splits, job)
     result.update(metrics)
     return Epoch(result, state, per_entry)
