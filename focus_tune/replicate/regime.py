@@ -133,10 +133,9 @@ def sweep_run(rows: list[dict], epoch: int) -> dict:
     for r in rows:
         if r["epoch"] != epoch:
             continue
-        finals.setdefault(r["schedule"], []).append(
-            {"seed": r["seed"], **{metrics[k.split("/")[1]]: r[k] for k in r
-                                   if k.startswith("marginal/") and k.split("/")[1] in metrics
-                                   or k.startswith("interval/") and k.split("/")[1] in metrics}})
+        own = {metrics[name]: v for k, v in r.items()
+               if (parts := k.split("/"))[0] in ("marginal", "interval") and (name := parts[-1]) in metrics}
+        finals.setdefault(r["schedule"], []).append({"seed": r["seed"], **own})
         for key, value in r.items():
             if key.startswith("ref/"):
                 _, family, metric = key.split("/")

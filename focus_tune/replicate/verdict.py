@@ -598,14 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         return _regime_main(ap, args)
     if args.data and args.data_facts:
         ap.error("--data and --data-facts say the same: give one of them")
-    replications, folders = {}, {}
-    for folder in args.folders:
-        path = folder / "replication.json"
-        if not path.exists():
-            ap.error(f"{path}: no replication.json (run python -m focus_tune.replicate first)")
-        summary = json.loads(path.read_text())
-        scenario = scenario_of(summary, folder)
-        replications[scenario], folders[scenario] = summary, folder
+    replications, folders = _read_replications(ap, args.folders)
     v = verdict(replications)
     v["search_times"] = search_times(folders)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -658,20 +651,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _read_replications(ap, folders: list[Path]) -> dict[str, dict]:
-    replications = {}
+def _read_replications(ap, folders: list[Path]) -> tuple[dict[str, dict], dict[str, Path]]:
+    """Each folder's replication.json by its scenario, and the folder of each scenario."""
+    replications, where = {}, {}
     for folder in folders:
         path = folder / "replication.json"
         if not path.exists():
             ap.error(f"{path}: no replication.json (run python -m focus_tune.replicate first)")
         summary = json.loads(path.read_text())
-        replications[scenario_of(summary, folder)] = summary
-    return replications
+        scenario = scenario_of(summary, folder)
+        replications[scenario], where[scenario] = summary, folder
+    return replications, where
 
 
 def _regime_main(ap, args) -> int:
     """``verdict --regime``: verdict.md, verdict.json and verdict.png of the regime's design."""
-    v = regime_verdict(_read_replications(ap, args.folders))
+    v = regime_verdict(_read_replications(ap, args.folders)[0])
     args.out.mkdir(parents=True, exist_ok=True)
     plot(v, args.out / "verdict.png", REGIME_COMPARISONS)
     table = regime_markdown(v)
