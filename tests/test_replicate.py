@@ -339,19 +339,25 @@ def test_smoke_replication_skips_the_finished_search_stops_on_ctrl_c_and_resumes
     assert "replication/time-dependent-minus-none/ece/mean" in run.data.metrics
 
 
+def _aggregated(tmp_path, name: str):
+    """Four fake H.E.R.O. searches (:func:`_run`) aggregated by ``python -m focus_tune.replicate
+    --aggregate-only`` into ``tmp_path/name``: a replication folder with its replication.json."""
+    storage, out = tmp_path / "runs", tmp_path / name
+    for r in range(4):
+        _run(storage, r)
+    subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--seeds", "0-3", "--storage",
+                    str(storage), "--out", str(out), "--aggregate-only", "--tracking-uri",
+                    f"sqlite:///{tmp_path / 'mlflow.db'}"], check=True, capture_output=True, timeout=120, cwd=tmp_path)
+    return out
+
+
 def test_the_verdict_across_scenarios(tmp_path):
     """python -m focus_tune.replicate.verdict: one row per scenario from its replication.json,
     the post-hoc comparisons, the regime, the paper's values and Holm over every scenario's
     primary comparisons together."""
     from focus_tune.replicate.verdict import PAPER, verdict
 
-    storage = tmp_path / "runs"
-    for r in range(4):
-        _run(storage, r)
-    out = tmp_path / "hero-quick"
-    subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--seeds", "0-3", "--storage",
-                    str(storage), "--out", str(out), "--aggregate-only", "--tracking-uri",
-                    f"sqlite:///{tmp_path / 'mlflow.db'}"], check=True, capture_output=True, timeout=120, cwd=tmp_path)
+    out = _aggregated(tmp_path, "hero-quick")
     for r, wall, kind in ((0, 540, "with"), (1, 600, "with"), (2, 1200, "without")):  # what
         # scripts/verdict_replications.sh leaves beside each search
         (out / "searches" / f"seed{r}").mkdir(parents=True)
@@ -559,13 +565,7 @@ def test_the_regime_verdict_has_its_declared_primary_holm_over_scenarios_and_a_p
     estimate, and the pages' regime block rewritten."""
     from focus_tune.replicate.verdict import REGIME_END, REGIME_START, regime_verdict
 
-    storage = tmp_path / "runs"
-    for r in range(4):
-        _run(storage, r)
-    out = tmp_path / "hero-overconfident"
-    subprocess.run([sys.executable, "-m", "focus_tune.replicate", "--game", "hero", "--seeds", "0-3", "--storage",
-                    str(storage), "--out", str(out), "--aggregate-only", "--tracking-uri",
-                    f"sqlite:///{tmp_path / 'mlflow.db'}"], check=True, capture_output=True, timeout=120, cwd=tmp_path)
+    out = _aggregated(tmp_path, "hero-overconfident")
     s = json.loads((out / "replication.json").read_text())
     import copy
 
