@@ -24,8 +24,9 @@ baseline's numbers carry the same Monte Carlo noise as a model's:
   (:func:`focus_tune.scoring.metrics.label_noise`: the SD of its ECE and debiased squared ECE over
   label sequences redrawn for the same items).
 * ``temperature-scaled``: the unregularized final model with one temperature chosen on
-  validation (no retraining; :mod:`focus_tune.scoring.temperature`; T = 1 unless another beats it by
-  twice the noise), sampled in the trainable with the unscaled evaluation's uniforms.
+  validation (no retraining; :mod:`focus_tune.scoring.temperature`; the search's tie rule),
+  sampled in the trial layer (``focus_tune.trial.final``) with the unscaled evaluation's uniforms;
+  ``time-dependent temperature``: the same with T_1..T_k1, then one T for the rest.
 
 The oracle, image-Bayes and exact rows ask the dataset's scenario for its true process
 (:func:`focus_tune.data.true_process`, a ``data.builtin.process.ScenarioProcess`` that each
