@@ -422,10 +422,24 @@ def trial_results(storage: Path) -> dict[str, dict]:
     Every result Tune records carries the reporting process's ``pid`` (and ``node_ip``, the
     same for both nodes here); the search's ``experiment_state-*.json`` holds, per trial, the
     trial (named with our trial id) and its run metadata (with its last result).
+
+    Tune writes that file in place (``open(..., "w")`` and ``json.dump``, not a rename), one per
+    driver session, so a driver killed while writing leaves it empty or cut off. Such a file is
+    skipped when a later session's file parses (a resumed driver restores every trial and
+    writes them all again); a search whose newest state does not parse raises ValueError naming
+    the file.
     """
     out: dict[str, dict] = {}
-    for state_file in sorted(Path(storage).rglob("experiment_state-*.json")):
-        data = json.loads(state_file.read_text())
+    files = sorted(Path(storage).rglob("experiment_state-*.json"),
+                   key=lambda f: (str(f.parent), f.stat().st_mtime, f.name))
+    for i, state_file in enumerate(files):
+        try:
+            data = json.loads(state_file.read_text())
+        except json.JSONDecodeError as e:
+            if i == len(files) - 1 or files[i + 1].parent != state_file.parent:
+                raise ValueError(f"{state_file}: the newest Tune experiment state of its search does not "
+                                 f"parse ({e})") from e
+            continue  # a killed driver's cut-off state; the resumed one's file holds its trials
         for trial_json, metadata_json in data.get("trial_data", []):
             trial, metadata = json.loads(trial_json), json.loads(metadata_json)
             last = metadata.get("last_result") or {}
