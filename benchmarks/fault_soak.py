@@ -24,6 +24,13 @@ it, when that one left the driver running), ``u`` uniform on [0, 1) from the see
 expected rest of the attempt: the undisturbed search's wall time T scaled by the share of trials
 not yet finished (``D = T * (0.35 + 0.55 * left / total)``: start-up and outputs are about a third;
 a resumed driver, Ray warm in the page cache, starts faster than the baseline's first one).
+T is measured, not assumed: the median of the last :data:`TIMING_WINDOW` estimates of it that
+the soak's own attempts give (each attempt that ran to its end by itself, exit 0, gives
+``seconds / (0.35 + 0.55 * left at its start / total)``), of this scenario (and server or not)
+on this commit, the baseline's own search the first of them; a data fault's moment is ``u``
+times the median of the last undisturbed data commands' seconds (each run's last one). A
+baseline timed while the machine was busier than during the runs (131-147 s against runs of
+25-40 s) had put 96 of 126 drawn faults after the search's end.
 A fault whose moment falls after the driver ended is recorded as not reached. After a fault that
 ends the driver the runner reruns the same command with ``--resume``, until the search exits 0.
 
@@ -57,7 +64,8 @@ Usage (run it from a worktree at a fixed commit, so the code under test does not
     python benchmarks/fault_soak.py --work soak --seeds 7 --rows replay.jsonl   # replay one seed
 
 The soak resumes: a seed with a row in ``--rows`` is skipped (a run cut off mid-way is run
-again from its start). Not part of the test suite (tests/test_fault_soak.py runs a short one).
+again from its start). Not part of the test suite: tests/test_fault_soak.py checks its plan and its
+timing; tests/test_soak_regressions.py holds the violations it found, each a fixed point.
 """
 
 from __future__ import annotations
@@ -97,6 +105,7 @@ ATTEMPT_FLOOR_S = 600  # an attempt is killed (and a violation) after max(this, 
 TRIAL_TITLE = "ray::ImplicitFunc"  # the process title of a Ray Tune trial (function trainable)
 TEMP_MARKS = (".tmp", ".tmp-", ".old-", ".search.lock.", ".search_state.json.")
 CLASSES = ["ok", "warn", "fail"]
+TIMING_WINDOW = 5  # T (and the data command's seconds): the median of this many latest measurements
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -479,6 +488,47 @@ def draw_plan(seed: int, tmpfs: bool, kinds: set[str]) -> Plan:
     return Plan(seed, scenario, tracked, tmpfs, data, search)
 
 
+# -- how long an undisturbed search takes, from the soak's own attempts ------------------------
+def expected_share(done: int, trials: int) -> float:
+    """The share of an undisturbed search's wall time left once ``done`` of its ``trials`` have
+    finished: start-up and outputs about a third, the trials the rest."""
+    return 0.35 + 0.55 * max(0, trials - done) / max(1, trials)
+
+
+def timing_key(scenario: str, tracked: bool) -> str:
+    return scenario + ("-server" if tracked else "")
+
+
+def search_seconds(rows: list[dict], key: str, commit: str, trials: int) -> list[float]:
+    """Estimates of an undisturbed search's wall time T, oldest first: one from every attempt of
+    ``rows`` (of scenario-and-server ``key``, at ``commit``) that ran to its end by itself (exit
+    0, no fault ended it), its seconds over the share of the search it had left at its start."""
+    out = []
+    for r in rows:
+        if r.get("commit") != commit or timing_key(r["scenario"], r["tracked"]) != key:
+            continue
+        done = 0
+        for a in r["attempts"]:
+            done = a.get("done_before", done)  # rows before it was recorded: the attempt before's end
+            if a["exit"] == 0 and a["ended_by"] is None:
+                out.append(a["seconds"] / expected_share(done, trials))
+            done = a["done_after"]
+    return out
+
+
+def data_seconds(rows: list[dict], scenario: str, commit: str) -> list[float]:
+    """The undisturbed data commands' seconds (each run's last one), oldest first."""
+    return [r["data_s"] for r in rows if r.get("commit") == commit and r["scenario"] == scenario and "data_s" in r]
+
+
+def recent_median(values: list[float], first: float) -> float:
+    """The median of ``first`` (the baseline's measurement) and ``values`` (the runs' own, oldest
+    first), over the latest :data:`TIMING_WINDOW` of them."""
+    window = ([first] + list(values))[-TIMING_WINDOW:]
+    return float(sorted(window)[len(window) // 2]) if len(window) % 2 else float(
+        sum(sorted(window)[len(window) // 2 - 1:len(window) // 2 + 1]) / 2)
+
+
 # -- checks ------------------------------------------------------------------------------------
 @dataclass
 class Checks:
@@ -665,6 +715,11 @@ class Soak:
         plan = draw_plan(seed, self.tmpfs, self.kinds)
         scenario = SCENARIOS[plan.scenario]
         base = self.baseline(scenario, plan.tracked)
+        earlier = load_rows(self.rows)
+        timing = {"search_s": recent_median(search_seconds(earlier, timing_key(plan.scenario, plan.tracked),
+                                                           self.commit, base["trials"]), base["search_s"]),
+                  "data_s": recent_median(data_seconds(earlier, plan.scenario, self.commit), base["data_s"]),
+                  "trials": base["trials"]}
         checks = Checks(seed, self.replay(seed))
         work = self.work / "runs" / f"seed-{seed}"
         if work.exists():
@@ -684,12 +739,12 @@ class Soak:
                 storage.mkdir()
                 mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={STORE_MB}m", "tmpfs", str(storage)],
                                          capture_output=True).returncode == 0
-            data_path = self._data_phase(plan, scenario, base, work, checks)
+            data_path, data_s = self._data_phase(plan, scenario, timing, work, checks)
             if server:
                 server.start()
             if data_path is not None:
-                self._search_phase(plan, scenario, base, work, storage if mounted else None, server, checks,
-                                   attempts, data_path)
+                self._search_phase(plan, scenario, base, timing, work, storage if mounted else None, server,
+                                   checks, attempts, data_path)
             LINGER.finish()
             checks.check("no_process_left", not LINGER.late, "; ".join(LINGER.late))
         finally:
@@ -702,6 +757,8 @@ class Soak:
                   for f in plan.data_faults + plan.search_faults]
         row = {"seed": seed, "scenario": plan.scenario, "tracked": plan.tracked, "tmpfs": mounted,
                "commit": self.commit, "machine": self.machine, "baseline_search_s": base["search_s"],
+               "expected_search_s": round(timing["search_s"], 2), "expected_data_s": round(timing["data_s"], 3),
+               "data_s": data_s,
                "wall_s": round(time.monotonic() - t_run, 1), "attempts": attempts, "faults": faults,
                "checks_passed": checks.passed, "violations": checks.failed,
                "linger_s": sorted(LINGER.seconds), "earlier_parents": self.earlier_parents,
@@ -714,11 +771,14 @@ class Soak:
         if path.is_mount():
             subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
-    def _data_phase(self, plan: Plan, scenario: Scenario, base: dict, work: Path, checks: Checks) -> Path | None:
+    def _data_phase(self, plan: Plan, scenario: Scenario, timing: dict, work: Path,
+                    checks: Checks) -> tuple[Path | None, float | None]:
+        """The data command under the plan's data faults, then once undisturbed: the dataset
+        (None when that failed) and the undisturbed command's seconds (None when it failed)."""
         cmd, out = scenario.data_command(work, self.raw)
         for i, fault in enumerate(plan.data_faults):
             proc = Proc(cmd, work, work / "logs" / f"data-{i + 1}.log")
-            fault.attempt, fault.moment_s = 0, round(fault.u * base["data_s"], 3)
+            fault.attempt, fault.moment_s = 0, round(fault.u * timing["data_s"], 3)
             if sleep_or_exit(proc, fault.moment_s) and proc.signal(signal.SIGKILL):
                 fault.injected = True
             code = proc.wait(60)
@@ -730,6 +790,7 @@ class Soak:
             checks.check("data_complete_or_absent", state != "broken", f"{out}: {why}", phase="data", kill=i + 1)
         proc = Proc(cmd, work, work / "logs" / "data-final.log")
         code = proc.wait(600)
+        seconds = round(proc.elapsed(), 3) if code == 0 else None
         if code is None:
             proc.signal(signal.SIGKILL)
             proc.wait(30)
@@ -738,15 +799,15 @@ class Soak:
         ok &= checks.check("dataset_verifies", state == "complete", f"{out}: {state} {why}", phase="data")
         stray = stray_temp(out.parent)
         checks.check("no_stray_tmp", not stray, f"after the data command: {stray}", phase="data")
-        return out if ok else None
+        return (out if ok else None), seconds
 
-    def _expected_s(self, base: dict, state_file: Path) -> float:
+    @staticmethod
+    def _expected_s(timing: dict, state_file: Path) -> float:
         state, _ = read_state(state_file)
-        done = len(state["results"]) if state else 0
-        left = max(0, base["trials"] - done) / max(1, base["trials"])
-        return base["search_s"] * (0.35 + 0.55 * left)
+        return timing["search_s"] * expected_share(len(state["results"]) if state else 0, timing["trials"])
 
-    def _search_phase(self, plan, scenario, base, work, storage, server, checks, attempts, data_path) -> None:
+    def _search_phase(self, plan, scenario, base, timing, work, storage, server, checks, attempts,
+                      data_path) -> None:
         run_dir = (storage or work / "runs") / scenario.run
         state_file = run_dir / "search_state.json"
         server_pg = {server.pgid} if server else set()
@@ -755,11 +816,12 @@ class Soak:
         code = None
         for attempt in range(1, len(plan.search_faults) + 4):
             cmd = scenario.search_command(work, storage, server and server.uri) + (["--resume"] if attempt > 1 else [])
+            done_before = len((read_state(state_file)[0] or {}).get("results", {}))
             proc = Proc(cmd, work, work / "logs" / f"search-{attempt}.log")
             ended_by: Fault | None = None
             while pending and proc.alive():
                 fault = pending[0]
-                delay = fault.u * self._expected_s(base, state_file)
+                delay = fault.u * self._expected_s(timing, state_file)
                 if not sleep_or_exit(proc, delay):
                     break  # the driver ended before the moment: this fault goes to the next attempt
                 pending.pop(0)
@@ -781,6 +843,7 @@ class Soak:
                 filler = (storage or run_dir) / "filler"
                 filler.unlink(missing_ok=True)
             record = {"attempt": attempt, "exit": code, "seconds": round(proc.elapsed(), 1),
+                      "done_before": done_before,
                       "ended_by": ended_by.kind if ended_by else None,
                       "done_after": len((read_state(state_file)[0] or {}).get("results", {}))}
             attempts.append(record)
