@@ -592,3 +592,32 @@ def test_the_regime_verdict_has_its_declared_primary_holm_over_scenarios_and_a_p
     text = page.read_text()
     assert "old" not in text and "| H.E.R.O. | 4 |" in text and "**Pooled over 1 scenario(s)**" in text
     assert (tmp_path / "verdict-regime" / "verdict.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_grid_reach_counts_the_searches_whose_stages_chose_the_grids_edges(tmp_path):
+    """verdict --regime's check that the lambda grid reaches: per kept search, whether a
+    time-dependent stage (stage 1..k1 or joint) or the constant stage chose its grid's top or
+    bottom lambda; none's stage and a stage of one candidate say nothing."""
+    from focus_tune.replicate.verdict import grid_reach, grid_reach_markdown
+
+    def stage(name, winner, lambdas):
+        return {"stage": name, "winner": f"{name}-{winner}",
+                "candidates": [{"trial_id": f"{name}-{x}", "lambda": x} for x in lambdas]}
+
+    searches = {  # seed -> stages
+        0: [stage("stage1", 0.5, [0.05, 0.5]), stage("stage2", 0.05, [0.05, 0.5]), stage("joint", 0.05, [0.05, 0.5]),
+            stage("constant", 0.5, [0.05, 0.5]), {"stage": "none", "winner": "none-s0",
+                                                  "candidates": [{"trial_id": "none-s0", "lambda": None}]}],
+        3: [stage("stage1", 0.05, [0.05, 0.5]), stage("joint", 0.05, [0.05, 0.5]),
+            stage("constant", 0.05, [0.05, 0.5])],
+        6: [stage("stage1", 0.2, [0.05, 0.2, 0.5]), stage("constant", 0.2, [0.05, 0.2, 0.5]),
+            stage("stage2", 0.5, [0.5])],
+    }
+    folder = tmp_path / "hero-overconfident"
+    for seed, stages in searches.items():
+        (folder / "searches" / f"seed{seed}").mkdir(parents=True)
+        (folder / "searches" / f"seed{seed}" / "search.json").write_text(json.dumps({"stages": stages}))
+    reach = grid_reach({"hero": folder})["hero"]
+    assert reach == {"searches": 3, "td_top": 1, "td_bottom": 2, "constant_top": 1, "constant_bottom": 1,
+                     "lambdas": [0.05, 0.2, 0.5]}
+    assert grid_reach_markdown({"hero": reach})[-1] == "| H.E.R.O. | 3 | 0.05, 0.2, 0.5 | 1/3 / 2/3 | 1/3 / 1/3 |"

@@ -548,6 +548,48 @@ def regime_verdict(replications: dict[str, dict]) -> dict:
             "pooled": {"all": pooled_ece(rows, list(rows))}}
 
 
+def grid_reach(folders: dict[str, Path]) -> dict[str, dict]:
+    """Whether the lambda grid reached far enough, per scenario, from its kept searches'
+    ``searches/seed<r>/search.json``: for each search, whether a time-dependent stage (stage
+    1..k1 or the joint stage) or the constant stage chose its grid's largest lambda, or its
+    smallest (the stage's candidates are the grid as the search saw it). A choice at the top in
+    most searches says the grid is too narrow for the profile's models."""
+    out = {}
+    for scenario, folder in folders.items():
+        counts = {"searches": 0, "td_top": 0, "td_bottom": 0, "constant_top": 0, "constant_bottom": 0,
+                  "lambdas": set()}
+        for f in sorted((folder / "searches").glob("seed*/search.json")):
+            stages = json.loads(f.read_text()).get("stages", [])
+            counts["searches"] += 1
+            edges = {"td": set(), "constant": set()}
+            for st in stages:
+                family = "constant" if st["stage"] == "constant" else "td" if (
+                    st["stage"] == "joint" or st["stage"].startswith("stage")) else None
+                grid = sorted({c["lambda"] for c in st["candidates"] if c.get("lambda") is not None})
+                won = [c["lambda"] for c in st["candidates"] if c["trial_id"] == st["winner"]]
+                if family is None or len(grid) < 2 or not won:
+                    continue
+                counts["lambdas"].update(grid)
+                edges[family] |= {"top"} if won[0] == grid[-1] else {"bottom"} if won[0] == grid[0] else set()
+            for family, hit in edges.items():
+                for edge in hit:
+                    counts[f"{family}_{edge}"] += 1
+        counts["lambdas"] = sorted(counts["lambdas"])
+        out[scenario] = counts
+    return out
+
+
+def grid_reach_markdown(reach: dict[str, dict]) -> list[str]:
+    lines = ["| scenario | searches | lambda grid | time-dependent: a stage chose the top / the bottom | "
+             "constant chose the top / the bottom |", "|---|---:|---|---|---|"]
+    for scenario, c in reach.items():
+        n = c["searches"]
+        grid = ", ".join(f"{x:g}" for x in c["lambdas"])
+        lines.append(f"| {NAMES.get(scenario, scenario)} | {n} | {grid} | {c['td_top']}/{n} / {c['td_bottom']}/{n} | "
+                     f"{c['constant_top']}/{n} / {c['constant_bottom']}/{n} |")
+    return lines
+
+
 def regime_markdown(v: dict) -> list[str]:
     """The regime's verdict table (README and RESULTS beside the quick one) and its headline."""
     labels = [label for label, _, _ in design.SECONDARY]
@@ -666,7 +708,9 @@ def _read_replications(ap, folders: list[Path]) -> tuple[dict[str, dict], dict[s
 
 def _regime_main(ap, args) -> int:
     """``verdict --regime``: verdict.md, verdict.json and verdict.png of the regime's design."""
-    v = regime_verdict(_read_replications(ap, args.folders)[0])
+    replications, where = _read_replications(ap, args.folders)
+    v = regime_verdict(replications)
+    v["grid_reach"] = grid_reach(where)
     args.out.mkdir(parents=True, exist_ok=True)
     plot(v, args.out / "verdict.png", REGIME_COMPARISONS)
     table = regime_markdown(v)
@@ -678,7 +722,12 @@ def _regime_main(ap, args) -> int:
             "minus the oracle's, median over the searches). The other comparisons are secondary (intervals, no "
             "test); coverage counts the searches where time-dependent's is closer to the oracle's own coverage than "
             "`none`'s. The paper's values are its Tables 2 and 6 (another scale, other data).", "",
-            "![paired differences per scenario](verdict.png)", ""]
+            "![paired differences per scenario](verdict.png)", "",
+            "## Does the lambda grid reach?", "",
+            "Searches in which a time-dependent stage (stage 1..k1 or the joint stage), or the constant stage, chose "
+            "its grid's largest lambda (the top) or its smallest (the bottom): a choice at the top in most searches "
+            "would say the grid is too narrow for the profile's models.", "",
+            *grid_reach_markdown(v["grid_reach"]), ""]
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     (args.out / "verdict.md").write_text("\n".join(text))
     try:
