@@ -39,12 +39,23 @@ fi
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 avx512=$(grep -q -w avx512f /proc/cpuinfo && echo "with AVX-512" || echo "without AVX-512")
 
+here="$cpu $avx512"
 for seed in $seeds; do
   for game in $games; do
     dest=$main/docs/results/replication/$game-$profile/searches/seed$seed
     if [ -f "$dest/provenance.json" ] && grep -q "\"commit\": \"$commit\"" "$dest/provenance.json"; then
       continue
     fi
+    # a scenario's searches of one commit run on one machine kind (their times and their numbers
+    # repeat per kind): a search kept from another kind stops this one
+    for kept in "$main"/docs/results/replication/"$game-$profile"/searches/seed*/provenance.json; do
+      [ -f "$kept" ] || continue
+      if grep -q "\"commit\": \"$commit\"" "$kept" && ! grep -q "\"cpu\": \"$here\"" "$kept"; then
+        echo "verdict: $kept ran on another machine kind than this one ($here); a scenario's searches" \
+             "of one commit run on one kind: run $game here from another commit, or on that kind" >&2
+        exit 3
+      fi
+    done
     echo "== $game seed $seed ($(date -u +%H:%M:%S))"
     # wall seconds summed over the attempts (a search stopped and resumed counts each part once)
     spent=$storage/wall/$game-seed$seed
@@ -79,7 +90,7 @@ search = json.loads((run / "report" / "search.json").read_text())
 out.write_text(json.dumps(validation_scores(f"sqlite:///{db.resolve()}", search, parent), indent=1, sort_keys=True))
 PY
     cat > "$dest/provenance.json" <<EOF
-{"commit": "$commit", "cpu": "$cpu $avx512", "cores": $(nproc), "wall_s": $wall,
+{"commit": "$commit", "cpu": "$here", "cores": $(nproc), "wall_s": $wall,
  "command": "python -m focus_tune.replicate --game $game --profile $profile --seeds $seed"}
 EOF
     # commit these paths alone (the main checkout may have other work staged); retry past a busy index

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -621,3 +622,44 @@ def test_grid_reach_counts_the_searches_whose_stages_chose_the_grids_edges(tmp_p
     assert reach == {"searches": 3, "td_top": 1, "td_bottom": 2, "constant_top": 1, "constant_bottom": 1,
                      "lambdas": [0.05, 0.2, 0.5]}
     assert grid_reach_markdown({"hero": reach})[-1] == "| H.E.R.O. | 3 | 0.05, 0.2, 0.5 | 1/3 / 2/3 | 1/3 / 1/3 |"
+
+
+def test_the_replication_script_keeps_a_scenarios_searches_on_one_machine_kind(tmp_path):
+    """scripts/verdict_replications.sh: a search kept at this commit from another machine kind
+    stops the scenario's next search (exit 3, before any search runs), since a scenario's R
+    searches must share a commit and a machine kind; another commit's searches do not."""
+    repo = tmp_path / "worktree"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "f").write_text("x")
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    main = tmp_path / "main"
+    kept = main / "docs" / "results" / "replication" / "hero-overconfident" / "searches" / "seed0"
+    kept.mkdir(parents=True)
+
+    stub = tmp_path / "bin"  # a python that says it ran and fails: no real search starts
+    stub.mkdir()
+    (stub / "python").write_text("#!/bin/sh\necho stub-search-ran >&2\nexit 1\n")
+    (stub / "python").chmod(0o755)
+
+    def run():
+        env = {**os.environ, "PROFILE": "overconfident", "GAMES": "hero", "SEEDS": "3",
+               "PATH": f"{stub}:{os.environ['PATH']}"}
+        return subprocess.run(["bash", str(REPO / "scripts" / "verdict_replications.sh"), str(main),
+                               str(tmp_path / "storage")], cwd=repo, env=env, capture_output=True, text=True,
+                              timeout=60)
+
+    (kept / "provenance.json").write_text(json.dumps({"commit": commit, "cpu": "Some Other CPU without AVX-512",
+                                                      "cores": 2, "wall_s": 1}))
+    proc = run()
+    assert proc.returncode == 3, proc.stderr
+    assert "another machine kind" in proc.stderr and "hero" in proc.stderr
+    assert "stub-search-ran" not in proc.stderr  # stopped before the search
+
+    (kept / "provenance.json").write_text(json.dumps({"commit": "0" * 40, "cpu": "Some Other CPU without AVX-512",
+                                                      "cores": 2, "wall_s": 1}))
+    proc = run()  # another commit's search: this one goes ahead (to the stub)
+    assert proc.returncode == 1 and "stub-search-ran" in proc.stderr, proc.stderr
