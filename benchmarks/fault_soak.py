@@ -24,13 +24,14 @@ it, when that one left the driver running), ``u`` uniform on [0, 1) from the see
 expected rest of the attempt: the undisturbed search's wall time T scaled by the share of trials
 not yet finished (``D = T * (0.35 + 0.55 * left / total)``: start-up and outputs are about a third;
 a resumed driver, Ray warm in the page cache, starts faster than the baseline's first one).
-T is measured, not assumed: the median of the last :data:`TIMING_WINDOW` estimates of it that
-the soak's own attempts give (each attempt that ran to its end by itself, exit 0, gives
-``seconds / (0.35 + 0.55 * left at its start / total)``), of this scenario (and server or not)
-on this commit, the baseline's own search the first of them; a data fault's moment is ``u``
-times the median of the last undisturbed data commands' seconds (each run's last one). A
-baseline timed while the machine was busier than during the runs (131-147 s against runs of
-25-40 s) had put 96 of 126 drawn faults after the search's end.
+T is measured, not assumed: the median of the last :data:`TIMING_WINDOW` whole undisturbed
+searches of this scenario (and server or not) on this commit, the baseline's the first of them
+and then every attempt of a run that started with no trial done and ran to exit 0 with no
+fault; a data fault's moment is ``u`` times the median of the last undisturbed data commands'
+seconds (each run's last one). A baseline timed while the machine was busier than during the
+runs (131-147 s against runs of 25-40 s) had put 96 of 126 drawn faults after the search's end.
+A resumed attempt is not a measurement of T: it takes 0.5-1.1 T whatever is left (start-up,
+restoring, the finals), more than the share above says, which only moves its faults earlier.
 A fault whose moment falls after the driver ended is recorded as not reached. After a fault that
 ends the driver the runner reruns the same command with ``--resume``, until the search exits 0.
 
@@ -499,10 +500,10 @@ def timing_key(scenario: str, tracked: bool) -> str:
     return scenario + ("-server" if tracked else "")
 
 
-def search_seconds(rows: list[dict], key: str, commit: str, trials: int) -> list[float]:
-    """Estimates of an undisturbed search's wall time T, oldest first: one from every attempt of
-    ``rows`` (of scenario-and-server ``key``, at ``commit``) that ran to its end by itself (exit
-    0, no fault ended it), its seconds over the share of the search it had left at its start."""
+def search_seconds(rows: list[dict], key: str, commit: str) -> list[float]:
+    """Whole undisturbed searches' wall times, oldest first: every attempt of ``rows`` (of
+    scenario-and-server ``key``, at ``commit``) that started with no trial done (the first, or a
+    rerun of a search that had finished none) and ran to exit 0 with no fault."""
     out = []
     for r in rows:
         if r.get("commit") != commit or timing_key(r["scenario"], r["tracked"]) != key:
@@ -510,8 +511,8 @@ def search_seconds(rows: list[dict], key: str, commit: str, trials: int) -> list
         done = 0
         for a in r["attempts"]:
             done = a.get("done_before", done)  # rows before it was recorded: the attempt before's end
-            if a["exit"] == 0 and a["ended_by"] is None:
-                out.append(a["seconds"] / expected_share(done, trials))
+            if a["exit"] == 0 and a["ended_by"] is None and done == 0:
+                out.append(a["seconds"])
             done = a["done_after"]
     return out
 
@@ -717,7 +718,7 @@ class Soak:
         base = self.baseline(scenario, plan.tracked)
         earlier = load_rows(self.rows)
         timing = {"search_s": recent_median(search_seconds(earlier, timing_key(plan.scenario, plan.tracked),
-                                                           self.commit, base["trials"]), base["search_s"]),
+                                                           self.commit), base["search_s"]),
                   "data_s": recent_median(data_seconds(earlier, plan.scenario, self.commit), base["data_s"]),
                   "trials": base["trials"]}
         checks = Checks(seed, self.replay(seed))

@@ -1,6 +1,6 @@
 """benchmarks/fault_soak.py's plan and timing: a seed draws the same faults every time, and a
-fault's moment comes from how long the soak's own attempts took, not from a baseline timed
-on a busier machine."""
+fault's moment comes from how long the soak's own whole searches took, not from a baseline
+timed on a busier machine."""
 
 from __future__ import annotations
 
@@ -41,23 +41,24 @@ def test_a_seed_draws_the_same_plan_and_kinds_follow_what_the_machine_allows():
     assert {f.kind for f in only_kills.search_faults} == {"driver_kill"} and not only_kills.data_faults
 
 
-def test_search_seconds_come_from_attempts_that_ended_by_themselves():
-    """An undisturbed run of 30 s is T = 30 / 0.9; a resumed attempt that started with 8 of 16
-    trials done and took 20 s is T = 20 / (0.35 + 0.55 / 2); attempts a fault ended, other
-    scenarios, the server's runs and other commits give none."""
+def test_search_seconds_come_from_whole_undisturbed_searches():
+    """An attempt that started with no trial done and ran to exit 0 with no fault is a whole
+    search (T); a resumed attempt is not (it takes 0.5-1.1 T whatever is left), nor an attempt
+    a fault ended, nor another scenario's, the server's runs' or another commit's."""
     rows = [
         _row(attempts=[_attempt(30.0)]),
         _row(attempts=[_attempt(5.0, exit=-9, ended_by="driver_kill", done_after=8),
                        _attempt(20.0, done_before=8)]),
+        _row(attempts=[_attempt(4.0, exit=130, ended_by="driver_sigint", done_after=0), _attempt(28.0)]),
         _row(attempts=[_attempt(9.0, exit=130, ended_by="driver_sigint", done_after=4), _attempt(25.0)]),
+        _row(attempts=[_attempt(26.0, exit=0, ended_by="driver_sigint")]),  # the search ended first: not undisturbed
         _row(scenario="alarms", attempts=[_attempt(99.0)]),
         _row(tracked=True, attempts=[_attempt(98.0)]),
         _row(commit="old", attempts=[_attempt(97.0)]),
     ]
-    got = soak.search_seconds(rows, "facemed", "abc", 16)
-    want = [30.0 / 0.9, 20.0 / (0.35 + 0.55 * 8 / 16), 25.0 / (0.35 + 0.55 * 12 / 16)]
-    assert got == pytest.approx(want)  # the third: no done_before recorded, the attempt before's end
-    assert soak.search_seconds(rows, "facemed-server", "abc", 16) == pytest.approx([98.0 / 0.9])
+    # the third: a rerun from no trial done; the fourth's rerun (no done_before recorded) started at 4 done
+    assert soak.search_seconds(rows, "facemed", "abc") == [30.0, 28.0]
+    assert soak.search_seconds(rows, "facemed-server", "abc") == [98.0]
     assert soak.data_seconds([_row(data_s=1.5), _row(data_s=2.5, commit="old"), _row()], "facemed", "abc") == [1.5]
 
 
