@@ -92,10 +92,32 @@ def test_failed_crashed_and_interrupted_trials(tmp_path):
         searcher.suggest(tid)
     job_a, job_b, job_c = (searcher.live[t].trial_id for t in "abc")
     searcher.on_trial_complete("a", {"epoch": 1, "failed": 1, "error": "training loss became nan"})
-    searcher.on_trial_complete("b", None, error=True)  # crashed past its retries
+    searcher.on_trial_complete("b", None, error=True)  # crashed past its retries: handed out once more
     searcher.on_trial_complete("c", {"epoch": 1, "score": 0.3})  # stopped by Ctrl-C mid-way
-    assert state.results == {job_a: None, job_b: None}, "an interrupted trial gets no result: it reruns"
-    assert job_c not in state.results
+    assert state.results == {job_a: None}, "an interrupted trial gets no result: it reruns"
+    assert state.crashed == {job_b: 1} and job_c not in state.results
+    searcher.suggest("x"), searcher.suggest("y")  # the crashed trial and the interrupted one, new Tune trials
+    live = {job.trial_id: tune_id for tune_id, job in searcher.live.items()}
+    assert set(live) == {job_b, job_c}
+    searcher.on_trial_complete(live[job_b], None, error=True)  # and crashed past its retries again: failed
+    assert state.results == {job_a: None, job_b: None} and state.crashed == {job_b: 2}
+
+
+def test_resume_runs_a_trial_that_failed_by_crashing_again_but_not_a_nan_or_a_lost_race(tmp_path):
+    """'fix the cause and resume' (a stage whose every trial failed): a trial recorded as failed
+    because it crashed loses that result on --resume and runs again; a NaN loss and a trial
+    stopped by racing keep theirs."""
+    from focus_tune.procedure.state import SearchState
+
+    state = SearchState(path=tmp_path / "search_state.json",
+                        results={"crashed": None, "nan": None, "raced": None, "ok": 0.2},
+                        crashed={"crashed": 2, "ok": 1, "running": 1}, stopped={"raced": {"epoch": 5}})
+    assert state.retry_crashed() == ["crashed"]
+    assert state.results == {"nan": None, "raced": None, "ok": 0.2}
+    assert state.crashed == {"crashed": 0, "ok": 1, "running": 0}  # without a result: a fresh count
+    state.save()
+    assert SearchState.load(state.path).crashed == {"crashed": 0, "ok": 1, "running": 0}
+    assert SearchState.load(state.path).retry_crashed() == []
 
 
 def test_a_stage_where_every_trial_failed_ends_the_search(tmp_path):

@@ -100,3 +100,59 @@ def test_a_disk_full_at_the_first_save_ends_the_parent_run(monkeypatch, tmp_path
     with pytest.raises(DiskFull):
         driver.search(SearchOptions(scenario="hero"), prep, 0.0)
     assert ended == [("children", "FAILED"), ("parent", "FAILED", f"DiskFull: {tmp_path}: no space left on device")]
+
+
+def test_a_worker_death_counted_twice_is_handed_out_again_and_a_resume_runs_a_crashed_trial(
+        tracker, manifest, tmp_path):  # noqa: F811
+    """Soak seed 5 at 51383e3 (an imported table, smoke, storage on a tmpfs), a trial worker
+    SIGKILLed 14.55 s into attempt 1: Ray Tune 2.60 counted the one death twice (the dead
+    actor's two pending tasks failed 26 ms apart; the second came while the trial waited for its
+    retry, and that branch ends a trial without looking at ``--max-retries``), so
+    ``constant-0.01-s0`` failed for good, its stage had no other candidate, the search stopped
+    with ``every trial of stage 'constant' failed ... fix the cause and resume``, and every
+    --resume stopped the same way (the failure was in the state). Now a Tune trial that crashed
+    past its retries is handed out once more, from its last checkpoint, as the same MLflow child
+    run (tagged ``crashes``/``crash.1``), and a resume runs a trial that failed by crashing again."""
+    from focus_tune.procedure.state import SearchState
+    from focus_tune.search.callbacks import StateCallback
+    from focus_tune.search.searcher import PlanSearcher
+
+    j = job(manifest, "constant-0.01-s0", "constant", "constant")
+    state = SearchState(path=tmp_path / "search_state.json")
+    plan = types.SimpleNamespace(next_batch=lambda results: None)  # the searcher's plan is not asked here
+    searcher = PlanSearcher(plan, state, lambda spec: j, None, j.train.epochs)
+    searcher.live["tune-1"] = j
+    lines = []
+    progress = types.SimpleNamespace(started=lambda tid: None, line=lines.append, failed=lambda *a: lines.append(a),
+                                     trial_done=lambda *a, **k: lines.append(("done", *a)))
+    mlflow, states = MLflowCallback(tracker, state), StateCallback(state, progress)
+    errors = tmp_path / "error.txt"
+    errors.write_text("Failure # 2 (occurred at 2026-12-05)\nThe actor died unexpectedly before finishing this task.\n"
+                      "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR\n")
+    trial = types.SimpleNamespace(config={CONFIG_KEY: j}, error_file=str(errors), num_failures=2, last_result={},
+                                  run_metadata=types.SimpleNamespace(num_failures=2))
+    mlflow.on_trial_start(0, [trial], trial)
+    states.on_trial_start(0, [trial], trial)
+    # Tune's order on a trial that errors: the searcher first, then the callbacks
+    searcher.on_trial_complete("tune-1", None, error=True)
+    mlflow.on_trial_error(1, [trial], trial)
+    states.on_trial_error(1, [trial], trial)
+    assert j.trial_id not in state.results and state.crashed == {j.trial_id: 1}
+    assert any("handed out again from its last checkpoint" in str(x) for x in lines)
+    assert not any(isinstance(x, tuple) and x[0] == "done" for x in lines), "not counted as done"
+    run = tracker.client.get_run(tracker._child_runs()[0].info.run_id)
+    assert run.info.status == "RUNNING" and run.data.tags["crashes"] == "1"
+    assert run.data.tags["crash.1"].startswith("The actor is dead because its worker process has died")
+
+    # the new Tune trial finishes: the same child run, FINISHED
+    searcher.live["tune-2"] = j
+    mlflow.on_trial_start(2, [trial], trial)
+    searcher.on_trial_complete("tune-2", {"score": 0.3, "epoch": j.train.epochs, "time_total_s": 1.0})
+    mlflow.on_trial_complete(3, [trial], trial)
+    runs = tracker._child_runs()
+    assert len(runs) == 1 and tracker.client.get_run(runs[0].info.run_id).info.status == "FINISHED"
+    assert state.results == {j.trial_id: 0.3}
+
+    # a state from before (the trial failed by crashing): --resume runs it again
+    old = SearchState(path=tmp_path / "old.json", results={j.trial_id: None}, crashed={j.trial_id: 2})
+    assert old.retry_crashed() == [j.trial_id] and old.results == {}

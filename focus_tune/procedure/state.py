@@ -65,6 +65,9 @@ class SearchState:
     stopped: dict[str, dict] = field(default_factory=dict)
     # a 'none' final's post-hoc rows: trial id -> {row: seconds of validation sampling to choose its temperatures}
     posthoc_seconds: dict[str, dict] = field(default_factory=dict)
+    # trial id -> how often its Tune trial crashed past its retries (a crash, not a NaN loss):
+    # the searcher hands such a trial out again, and --resume runs one that failed of it again
+    crashed: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> "SearchState":
@@ -77,7 +80,7 @@ class SearchState:
             names = {f for f in cls.__dataclass_fields__ if f != "path"}
             kinds = {"results": dict, "influence": dict, "checkpoints": dict, "finals": dict, "trial_seconds": dict,
                      "fit_seconds": list, "slots": int, "attempts": int, "drivers": list, "fingerprint": dict,
-                     "race": dict, "stopped": dict, "posthoc_seconds": dict}
+                     "race": dict, "stopped": dict, "posthoc_seconds": dict, "crashed": dict}
             if not isinstance(raw, dict) or set(raw) - names:
                 what = f"not a search state (fields {short(sorted(raw) if isinstance(raw, dict) else raw)})"
             else:
@@ -87,6 +90,20 @@ class SearchState:
         if what:
             raise SearchError(f"{path}: {what}; it cannot be resumed: move it away to start the search again")
         return cls(path=path, **raw)
+
+    def retry_crashed(self) -> list[str]:
+        """On --resume: the trials recorded as failed because they crashed (past their retries,
+        twice) lose that result and run again, from their last checkpoint; a NaN loss or a lost
+        race stays as it was. Every trial without a result starts its crash count afresh.
+        Returns the ids of the failed ones that run again."""
+        again = sorted(t for t, n in self.crashed.items() if n and t in self.results and self.results[t] is None
+                       and t not in self.stopped)
+        for tid in again:
+            del self.results[tid]
+        for tid in self.crashed:
+            if tid not in self.results:
+                self.crashed[tid] = 0
+        return again
 
     def difference_se(self, a: str, b: str, race: bool = False) -> float | None:
         """Standard error of the difference of two trials' scores (paired over the validation

@@ -84,8 +84,13 @@ class MLflowCallback(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         for job in jobs_of(job_of(trial)):
-            if job.trial_id not in self.ended:
-                self._send(self.tracker.end_trial, job.trial_id, failed=True, reason=str(trial.error_file))
+            tid = job.trial_id
+            if tid in self.ended:
+                continue
+            if tid not in self.state.results:  # the searcher hands it out again: the same run goes on
+                self._send(self.tracker.note_crash, tid, self.state.crashed.get(tid, 1), last_failure(trial))
+            else:
+                self._send(self.tracker.end_trial, tid, failed=True, reason=str(trial.error_file))
 
 
 class StateCallback(Callback):
@@ -171,6 +176,10 @@ class StateCallback(Callback):
             if tid not in self.running:
                 continue
             self.running.discard(tid)
+            if tid not in self.state.results:  # handed out again by the searcher (CRASH_HANDOUTS)
+                self.progress.line(f"  {tid} crashed {trial.num_failures} times ({last_failure(trial)}); "
+                                   "handed out again from its last checkpoint")
+                continue
             self.progress.failed(tid, f"crashed {trial.num_failures} times; see {trial.error_file}")
             self.progress.trial_done(tid, None)
 

@@ -151,7 +151,10 @@ def search(opts: SearchOptions, prep: Prepared, t_start: float, trainable=None) 
     resumed = opts.resume and state_path.exists()
     state = SearchState.load(state_path) if resumed else SearchState(path=state_path, fingerprint=prep.fingerprint)
     if resumed:
-        print(f"resuming: {sum(v is not None for v in state.results.values())} trials already done", flush=True)
+        again = state.retry_crashed()
+        print(f"resuming: {sum(v is not None for v in state.results.values())} trials already done"
+              + (f"; {len(again)} that crashed run again from their last checkpoint ({', '.join(again)})"
+                 if again else ""), flush=True)
     tracker = open_tracker(opts, state.parent_run_id, folder)
     new_parent, state.parent_run_id = state.parent_run_id is None, tracker.parent_run_id
     progress = None

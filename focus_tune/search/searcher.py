@@ -39,6 +39,13 @@ from ..procedure.racing import Lost, losers
 from ..procedure.state import disk_full_at, disk_full_of
 from .storage import SearchState
 
+# A trial whose Tune trial crashed past its retries (``--max-retries``) is handed out this many
+# times more, each a new Tune trial from its last checkpoint, before it counts as failed. Ray
+# Tune 2.60 can count one worker death twice: the dead actor's two pending tasks fail one after
+# the other, and the second, arriving while the trial waits for its retry, ends it for good
+# (found by the fault soak, docs/RELIABILITY.md).
+CRASH_HANDOUTS = 1
+
 
 class PlanSearcher(Searcher):
     """Hands out the plan's trials as :class:`~focus_tune.procedure.job.TrialJob` configs.
@@ -237,11 +244,18 @@ class PlanSearcher(Searcher):
 
     def _record(self, job: TrialJob, result: dict, error: bool, share: int = 1) -> None:
         """One training's result into the search state (``share``: trainings of its trial, which
-        split the trial's time)."""
+        split the trial's time). A trial whose Tune trial crashed past its retries is handed out
+        once more (:data:`CRASH_HANDOUTS`) before it counts as failed."""
         tid = job.trial_id
         influence = None
-        if error or result.get("failed"):
-            score = None  # crashed past its retries, or a non-finite loss
+        if error:
+            self.state.crashed[tid] = self.state.crashed.get(tid, 0) + 1
+            if self.state.crashed[tid] <= CRASH_HANDOUTS:
+                self.save_state()
+                return  # no result: the plan hands it out again, from its last checkpoint
+            score = None  # crashed past its retries again
+        elif result.get("failed"):
+            score = None  # a non-finite loss
         elif "score" in result and result.get("epoch") == self.epochs:
             score, influence = float(result["score"]), result.get(INFLUENCE_KEY)
         elif tid in self.stopping:  # lost its race: no score, and a stage decides without it

@@ -204,6 +204,13 @@ class Tracker:
         self.client.log_batch(run_id, tags=[RunTag("retries", str(failures)),
                                             RunTag(f"retry.{failures}", reason[:4000])])
 
+    def note_crash(self, trial_id: str, crashes: int, reason: str) -> None:
+        """A trial that crashed past its retries and is handed out again (a new Ray Tune trial
+        from its last checkpoint) stays one child run: its ``crashes`` tag counts those hand-outs
+        and ``crash.<n>`` keeps why each happened."""
+        run_id = self._children[trial_id]
+        self.client.log_batch(run_id, tags=[RunTag("crashes", str(crashes)), RunTag(f"crash.{crashes}", reason[:4000])])
+
     def end_trial(self, trial_id: str, failed: bool, reason: str | None = None, stopped: str | None = None) -> None:
         """End a trial's run: FINISHED, FAILED (``reason``: why) or, stopped by racing, KILLED
         with the tag ``stopped_by`` saying why (``stopped``)."""
