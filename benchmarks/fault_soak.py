@@ -48,7 +48,8 @@ command that replays the seed):
   and no traceback, nothing: 0; 0 also when the search ended first), ``no_process_left`` (within
   60 s; after a SIGKILL of the driver within 120 s, watched while the resume goes on: Ray 2.60's
   dashboard and runtime-env agents first wait 60 s on the dead GCS; ``linger_s`` in the rows),
-  ``lock_released`` (every end but a SIGKILL), ``state_parses``;
+  ``lock_released`` (every end but a SIGKILL: no lock of this attempt's driver is left; one of an
+  earlier, SIGKILLed attempt may be, when this one stopped before taking it over), ``state_parses``;
 - at the end: ``final_exit_0``; ``results_csv_identical`` (byte for byte the undisturbed search's
   on this machine and code, run first as the baseline); ``mlflow_one_child_per_trial`` (each
   trial of the state one child run, FINISHED, or FAILED where its score is None);
@@ -574,6 +575,18 @@ def stray_temp(*folders: Path) -> list[str]:
     return sorted(found)
 
 
+def lock_holder(path: Path) -> int | None:
+    """The pid in a search lock, None where there is none. An attempt must release its own; a
+    lock left by an earlier, SIGKILLed attempt is stale by design (the next start takes it over,
+    with a notice), and stays where an attempt stopped before taking it (a full disk at 0.4 s)."""
+    try:
+        return int(json.loads(path.read_text())["pid"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1  # unreadable: nobody's, so never this attempt's
+
+
 def read_state(path: Path) -> tuple[dict | None, str]:
     if not path.exists():
         return None, "absent"
@@ -848,7 +861,7 @@ class Soak:
                       "ended_by": ended_by.kind if ended_by else None,
                       "done_after": len((read_state(state_file)[0] or {}).get("results", {}))}
             attempts.append(record)
-            self._after_attempt(checks, attempt, code, ended_by, out, run_dir, server_pg)
+            self._after_attempt(checks, attempt, code, ended_by, out, run_dir, server_pg, proc.pid)
             if code == 0:
                 break
         else:
@@ -921,7 +934,7 @@ class Soak:
         else:
             raise ValueError(kind)
 
-    def _after_attempt(self, checks, attempt, code, ended_by, out, run_dir, server_pg) -> None:
+    def _after_attempt(self, checks, attempt, code, ended_by, out, run_dir, server_pg, pid) -> None:
         kind = ended_by.kind if ended_by and ended_by.injected else None
         expected = {None: {0}, "driver_kill": {-9, 0}, "driver_sigint": {130, 0}, "disk_full": {2, 0}}[kind]
         # one line; no traceback after the disk filled (a trial's crash before may have one)
@@ -946,8 +959,9 @@ class Soak:
             if left:
                 kill_all(server_pg)
         if code != -9:
-            lock = run_dir / "search.lock"
-            checks.check("lock_released", not lock.exists(), f"{lock} left after exit {code}", attempt=attempt)
+            holder = lock_holder(run_dir / "search.lock")
+            checks.check("lock_released", holder != pid, f"{run_dir / 'search.lock'} of this attempt's driver "
+                         f"(pid {pid}) left after exit {code}", attempt=attempt)
         _, why = read_state(run_dir / "search_state.json")
         checks.check("state_parses", why in ("", "absent"), why, attempt=attempt)
 

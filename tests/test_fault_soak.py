@@ -72,3 +72,18 @@ def test_the_expected_time_is_the_median_of_the_latest_measurements():
     assert soak.expected_share(0, 16) == pytest.approx(0.9)
     assert soak.expected_share(16, 16) == pytest.approx(0.35)
     assert soak.expected_share(20, 16) == pytest.approx(0.35)
+
+
+def test_an_attempt_is_held_only_to_its_own_lock(tmp_path):
+    """Soak seed 46 at 5588ed3: attempt 2 was SIGKILLed holding the lock, attempt 3 stopped on a
+    full disk 0.4 s in, before it could take that stale lock over, and attempt 4 took it over
+    with its notice. The lock left after attempt 3 was attempt 2's: what the check asks is that
+    an attempt leaves no lock of its own."""
+    import json
+
+    lock = tmp_path / "search.lock"
+    assert soak.lock_holder(lock) is None
+    lock.write_text(json.dumps({"host": "vm", "pid": 15550, "pid_start": "1"}))
+    assert soak.lock_holder(lock) == 15550  # not attempt 3's driver: no violation for it
+    lock.write_text("")  # cut off: nobody's
+    assert soak.lock_holder(lock) == -1
