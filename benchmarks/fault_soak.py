@@ -83,6 +83,7 @@ import random
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -526,9 +527,7 @@ def data_seconds(rows: list[dict], scenario: str, commit: str) -> list[float]:
 def recent_median(values: list[float], first: float) -> float:
     """The median of ``first`` (the baseline's measurement) and ``values`` (the runs' own, oldest
     first), over the latest :data:`TIMING_WINDOW` of them."""
-    window = ([first] + list(values))[-TIMING_WINDOW:]
-    return float(sorted(window)[len(window) // 2]) if len(window) % 2 else float(
-        sum(sorted(window)[len(window) // 2 - 1:len(window) // 2 + 1]) / 2)
+    return float(statistics.median(([first] + list(values))[-TIMING_WINDOW:]))
 
 
 # -- checks ------------------------------------------------------------------------------------
@@ -579,12 +578,20 @@ def lock_holder(path: Path) -> int | None:
     """The pid in a search lock, None where there is none. An attempt must release its own; a
     lock left by an earlier, SIGKILLed attempt is stale by design (the next start takes it over,
     with a notice), and stays where an attempt stopped before taking it (a full disk at 0.4 s)."""
+    from focus_tune.search.lock import Holder  # the search's own reader of its lock record
+
     try:
-        return int(json.loads(path.read_text())["pid"])
+        holder = Holder.parse(path.read_text(errors="replace"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError):
-        return -1  # unreadable: nobody's, so never this attempt's
+    except OSError:
+        holder = None
+    return -1 if holder is None else holder.pid  # unreadable: nobody's, so never this attempt's
+
+
+def trials_done(state_file: Path) -> int:
+    """How many trials the search state records as finished (0 with no readable state)."""
+    return len((read_state(state_file)[0] or {}).get("results", {}))
 
 
 def read_state(path: Path) -> tuple[dict | None, str]:
@@ -817,8 +824,7 @@ class Soak:
 
     @staticmethod
     def _expected_s(timing: dict, state_file: Path) -> float:
-        state, _ = read_state(state_file)
-        return timing["search_s"] * expected_share(len(state["results"]) if state else 0, timing["trials"])
+        return timing["search_s"] * expected_share(trials_done(state_file), timing["trials"])
 
     def _search_phase(self, plan, scenario, base, timing, work, storage, server, checks, attempts,
                       data_path) -> None:
@@ -830,7 +836,7 @@ class Soak:
         code = None
         for attempt in range(1, len(plan.search_faults) + 4):
             cmd = scenario.search_command(work, storage, server and server.uri) + (["--resume"] if attempt > 1 else [])
-            done_before = len((read_state(state_file)[0] or {}).get("results", {}))
+            done_before = trials_done(state_file)
             proc = Proc(cmd, work, work / "logs" / f"search-{attempt}.log")
             ended_by: Fault | None = None
             while pending and proc.alive():
@@ -859,7 +865,7 @@ class Soak:
             record = {"attempt": attempt, "exit": code, "seconds": round(proc.elapsed(), 1),
                       "done_before": done_before,
                       "ended_by": ended_by.kind if ended_by else None,
-                      "done_after": len((read_state(state_file)[0] or {}).get("results", {}))}
+                      "done_after": trials_done(state_file)}
             attempts.append(record)
             self._after_attempt(checks, attempt, code, ended_by, out, run_dir, server_pg, proc.pid)
             if code == 0:

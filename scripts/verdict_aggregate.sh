@@ -49,10 +49,8 @@ for game in $games; do
     done
   done
 done
-if [ "$profile" = quick ]; then
-  python -m focus_tune.replicate.verdict --out "$main/docs/results/verdict" "${folders[@]}" --data "${datasets[@]}" \
-    --docs "$main/README.md" "$main/docs/RESULTS.md"
-else
-  python -m focus_tune.replicate.verdict --regime --out "$main/docs/results/verdict-$profile" "${folders[@]}" \
-    --data "${datasets[@]}" --docs "$main/README.md" "$main/docs/RESULTS.md"
-fi
+# the quick profile's verdict, or the regime's (its own design, folder and doc blocks)
+regime=() && out=$main/docs/results/verdict
+[ "$profile" = quick ] || { regime=(--regime) && out=$main/docs/results/verdict-$profile; }
+python -m focus_tune.replicate.verdict "${regime[@]}" --out "$out" "${folders[@]}" --data "${datasets[@]}" \
+  --docs "$main/README.md" "$main/docs/RESULTS.md"

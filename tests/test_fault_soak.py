@@ -79,11 +79,14 @@ def test_an_attempt_is_held_only_to_its_own_lock(tmp_path):
     full disk 0.4 s in, before it could take that stale lock over, and attempt 4 took it over
     with its notice. The lock left after attempt 3 was attempt 2's: what the check asks is that
     an attempt leaves no lock of its own."""
+    import dataclasses
     import json
+
+    from focus_tune.search.lock import Holder
 
     lock = tmp_path / "search.lock"
     assert soak.lock_holder(lock) is None
-    lock.write_text(json.dumps({"host": "vm", "pid": 15550, "pid_start": "1"}))
+    lock.write_text(json.dumps(dataclasses.asdict(dataclasses.replace(Holder.me("search"), pid=15550))))
     assert soak.lock_holder(lock) == 15550  # not attempt 3's driver: no violation for it
     lock.write_text("")  # cut off: nobody's
     assert soak.lock_holder(lock) == -1

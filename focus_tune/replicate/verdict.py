@@ -570,7 +570,8 @@ def grid_reach(folders: dict[str, Path]) -> dict[str, dict]:
                 if family is None or len(grid) < 2 or not won:
                     continue
                 counts["lambdas"].update(grid)
-                edges[family] |= {"top"} if won[0] == grid[-1] else {"bottom"} if won[0] == grid[0] else set()
+                if won[0] in (grid[0], grid[-1]):
+                    edges[family].add("top" if won[0] == grid[-1] else "bottom")
             for family, hit in edges.items():
                 for edge in hit:
                     counts[f"{family}_{edge}"] += 1
