@@ -564,7 +564,7 @@ def test_the_regime_verdict_has_its_declared_primary_holm_over_scenarios_and_a_p
     replications (here the quick fixture's, as two scenarios): one primary comparison per
     scenario and Holm over those alone, the secondary comparisons without a test, the pooled
     estimate, and the pages' regime block rewritten."""
-    from focus_tune.replicate.verdict import REGIME_END, REGIME_START, regime_verdict
+    from focus_tune.replicate.verdict import REGIME_END, REGIME_START, regime_markdown, regime_verdict
 
     out = _aggregated(tmp_path, "hero-overconfident")
     s = json.loads((out / "replication.json").read_text())
@@ -584,6 +584,16 @@ def test_the_regime_verdict_has_its_declared_primary_holm_over_scenarios_and_a_p
         "time-dependent - none/test/marginal/ece"]["per_run"])
     assert set(row["comparisons"]["ECE"]["equivalence"]) == {"low", "high", "margin", "equivalent"}
     assert v["pooled"]["all"]["names"] == ["hero", "seaquest"]
+    # beside the headline, the pool over the scenarios whose searches kept the regime in more than half
+    runs = s["runs"]
+    a["regime"], b["regime"] = {"kept": runs // 2 + 1, "runs": runs}, {"kept": runs // 2, "runs": runs}
+    held = regime_verdict({"hero": a, "seaquest": b})
+    assert held["pooled"]["in_regime"]["names"] == ["hero"]
+    assert held["pooled"]["in_regime"]["mean"] == pytest.approx(row["comparisons"]["ECE"]["mean"])
+    assert any(line.startswith("**In the regime** (the scenarios whose searches kept the regime's checks in more "
+                               "than half: H.E.R.O.)") for line in regime_markdown(held))
+    a["regime"]["kept"] = runs // 2
+    assert any("no scenario's searches kept" in line for line in regime_markdown(regime_verdict({"hero": a})))
     page = tmp_path / "README.md"
     page.write_text(f"x\n{REGIME_START}\nold\n{REGIME_END}\n")
     proc = subprocess.run([sys.executable, "-m", "focus_tune.replicate.verdict", "--regime", "--out",
@@ -595,10 +605,11 @@ def test_the_regime_verdict_has_its_declared_primary_holm_over_scenarios_and_a_p
     assert (tmp_path / "verdict-regime" / "verdict.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_grid_reach_counts_the_searches_whose_stages_chose_the_grids_edges(tmp_path):
-    """verdict --regime's check that the lambda grid reaches: per kept search, whether a
-    time-dependent stage (stage 1..k1 or joint) or the constant stage chose its grid's top or
-    bottom lambda; none's stage and a stage of one candidate say nothing."""
+def test_grid_reach_counts_every_stage_choice_at_the_grids_edges(tmp_path):
+    """verdict --regime's check that the lambda grid reaches: every choice of a time-dependent
+    stage (stage 1..k1 or joint) and of the constant stage, at its grid's top, bottom or between,
+    and the searches with a time-dependent choice at the top; none's stage and a stage of one
+    candidate say nothing."""
     from focus_tune.replicate.verdict import grid_reach, grid_reach_markdown
 
     def stage(name, winner, lambdas):
@@ -619,9 +630,10 @@ def test_grid_reach_counts_the_searches_whose_stages_chose_the_grids_edges(tmp_p
         (folder / "searches" / f"seed{seed}").mkdir(parents=True)
         (folder / "searches" / f"seed{seed}" / "search.json").write_text(json.dumps({"stages": stages}))
     reach = grid_reach({"hero": folder})["hero"]
-    assert reach == {"searches": 3, "td_top": 1, "td_bottom": 2, "constant_top": 1, "constant_bottom": 1,
-                     "lambdas": [0.05, 0.2, 0.5]}
-    assert grid_reach_markdown({"hero": reach})[-1] == "| H.E.R.O. | 3 | 0.05, 0.2, 0.5 | 1/3 / 2/3 | 1/3 / 1/3 |"
+    assert reach == {"searches": 3, "lambdas": [0.05, 0.2, 0.5], "td_searches_top": 1,
+                     "td_choices": 6, "td_top": 1, "td_bottom": 4, "constant_choices": 3, "constant_top": 1,
+                     "constant_bottom": 1}
+    assert grid_reach_markdown({"hero": reach})[-1] == "| H.E.R.O. | 3 | 0.05, 0.2, 0.5 | 1 / 4 / 6 | 1/3 | 1 / 1 / 3 |"
 
 
 def test_the_replication_script_keeps_a_scenarios_searches_on_one_machine_kind(tmp_path):

@@ -25,6 +25,12 @@ follow the results.
   over its searches of ``none``'s ECE minus the oracle's (a property of ``none`` and the
   reference, not of the method compared), so "no difference" is said only where the data
   could have shown one.
+* **Where the regime held** (added after H.E.R.O.'s five searches, which kept the regime's
+  checks in none of five, and before any FaceMed or River Raid search had finished): a
+  scenario is *in the regime* when its searches kept the checks in more than
+  :data:`IN_REGIME_SHARE` of them (:func:`in_regime`). The pooled estimate over those
+  scenarios alone is reported beside the headline as a reading of where the regime held; the
+  headline stays the pool over every scenario of the profile, as declared above.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ ALPHA = 0.05  # the familywise level of Holm over the scenarios' primaries
 # A quarter of the headroom: the paper's method closes about half of it (its Table 2: ECE
 # 0.095 -> 0.048 on H.E.R.O.), so a difference within a quarter is no effect worth the search.
 EQUIVALENCE_SHARE = 0.25
+IN_REGIME_SHARE = 0.5
 
 
 def search_seeds(searches: int) -> list[int]:
@@ -63,3 +70,11 @@ def equivalence_margin(none_ece: list[float], oracle_ece: list[float]) -> float:
     mid = len(gaps) // 2
     median = gaps[mid] if len(gaps) % 2 else (gaps[mid - 1] + gaps[mid]) / 2
     return EQUIVALENCE_SHARE * max(median, 0.0)
+
+
+def in_regime(kept: int, searches: int) -> bool:
+    """Whether a scenario's searches kept the regime's checks in more than
+    :data:`IN_REGIME_SHARE` of them (3 of 5 and more, not 2 of 4)."""
+    if searches < 1:
+        raise ValueError(f"searches must be >= 1, got {searches}")
+    return kept > IN_REGIME_SHARE * searches
