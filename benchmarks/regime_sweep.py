@@ -1,11 +1,12 @@
 """Where does the paper's effect live on a laptop? A sweep of training-set size x epochs x width.
 
-For each (training-set size, model width, schedule, seed) the script builds the scenario's
-built-in dataset with that many training items (the same validation and test frames for
-every size), trains the simulator with the quick profile's optimiser settings (the learning
-rate, its schedule and the batch size each a flag), and scores the test split every few
-epochs, the model of that epoch as it stands (the paper scores the last epoch), against
-references scored on the same items:
+For each (training-set size, model width, schedule, seed, dataset draw) the script builds the
+scenario's built-in dataset with that many training items (the same validation and test frames
+for every size; ``--data-seeds`` draws other datasets, as a search's ``--seed`` does), trains
+the simulator with the quick profile's optimiser settings (the learning rate, its schedule and
+the batch size each a flag), and scores the test split every few epochs, the model of that
+epoch as it stands (the paper scores the last epoch), against references scored on the same
+items:
 
 * image-blind: every item gets the per-entry class frequencies of the training sequences;
 * exact: the true marginals of the data's generator (their AUC is the best achievable);
@@ -24,6 +25,10 @@ sweep resumes where it was (a configuration cut off midway runs again from epoch
     # the paper's recipe shape: a constant rate, the last epoch scored, 1000 test items
     python benchmarks/regime_sweep.py --game facemed --sizes 250 500 --epochs 120 --every 20 \
         --lr 1e-3 --lr-schedule constant --test-items 1000 --references --out sweep-facemed-constant.jsonl
+    # a cell judged across dataset draws too (a search's --seed r draws its own data)
+    python benchmarks/regime_sweep.py --game hero --sizes 250 --epochs 160 --every 20 --lr 1e-3 \
+        --lr-schedule constant --test-items 1000 --references --build-size 1000 --schedules none \
+        --data-seeds 3 6 9 --out sweep-hero-constant.jsonl
     python benchmarks/regime_sweep.py --plot sweep-hero.jsonl sweep-facemed.jsonl --figure docs/img/regime_sweep.png
 """
 from __future__ import annotations
@@ -61,8 +66,8 @@ SCHEDULES = {
 
 
 def done_configs(path: str | None, epochs: int) -> set[tuple]:
-    """(game, size, width, schedule, seed, lr, lr_schedule) of the configurations whose last
-    epoch is in the JSONL file ``path`` already."""
+    """(game, size, width, schedule, seed, lr, lr_schedule, data seed) of the configurations
+    whose last epoch is in the JSONL file ``path`` already."""
     if not path or not Path(path).exists():
         return set()
     done = set()
@@ -88,7 +93,8 @@ def drop_unfinished(path: str | None, epochs: int, planned: set[tuple]) -> int:
 
 
 def _key(r: dict) -> tuple:
-    return (r["game"], r["train_items"], r["width"], r["schedule"], r["seed"], r.get("lr"), r.get("lr_schedule"))
+    return (r["game"], r["train_items"], r["width"], r["schedule"], r["seed"], r.get("lr"), r.get("lr_schedule"),
+            r.get("data_seed", 0))
 
 
 _REFERENCES: dict[tuple, dict] = {}
@@ -143,11 +149,11 @@ def build(game: str, train_items: int, root: Path, seed: int = 0) -> Path:
     return build_atari(spec, out, seed)
 
 
-def run_config(args, game: str, size: int, width: int, schedule: str, seed: int, out) -> None:
-    """Train one configuration; score the test split every `--every` epochs."""
+def run_config(args, game: str, size: int, width: int, schedule: str, seed: int, out, data_seed: int = 0) -> None:
+    """Train one configuration on dataset draw ``data_seed``; score the test split every `--every` epochs."""
     cfg = load_search_config(space_path(game), "quick").train
     lr, lr_schedule = args.lr or cfg.lr, args.lr_schedule or cfg.lr_schedule
-    ds = load_dataset(build(game, max(args.sizes + [args.build_size]), Path(args.data_root)))
+    ds = load_dataset(build(game, max(args.sizes + [args.build_size]), Path(args.data_root), data_seed))
     m = ds.manifest
     train = DeviceSplit.from_arrays(ds.train, items=size)  # the first `size` items: same val/test for every size
     test = DeviceSplit.from_arrays(ds.test, items=args.test_items)
@@ -174,12 +180,13 @@ def run_config(args, game: str, size: int, width: int, schedule: str, seed: int,
         r = evaluate(model, test, cfg.num_samples, m.event_class, torch.Generator().manual_seed(1000 + epoch),
                      cfg.ece_bins, cfg.alpha, estimator=cfg.estimator)
         row = {"game": game, "train_items": size, "width": width, "schedule": schedule, "seed": seed,
+               **({"data_seed": data_seed} if data_seed else {}),
                "lr": lr, "lr_schedule": lr_schedule, "batch_size": batch, "test_items": len(test),
                "epoch": epoch, "train_loss": loss, "seconds": time.time() - t0, **refs,
                **{k: float(v) for k, v in r.items() if isinstance(v, (int, float))},
                "blind/auc": blind["auc"], "blind/ce": blind["ce"], "blind/ece": blind["ece"],
                "exact/auc": exact["auc"], "exact/ce": exact["ce"]}
-        print(f"{game} n={size} w={width} {schedule} s{seed} ep {epoch:3d} loss {loss:.3f} | "
+        print(f"{game} n={size} w={width} {schedule} s{seed} d{data_seed} ep {epoch:3d} loss {loss:.3f} | "
               f"AUC {row['marginal/auc']:.3f} (blind {blind['auc']:.3f}, exact {exact['auc']:.3f}) "
               f"CE {row['marginal/ce']:.4f} (blind {blind['ce']:.4f}, exact {exact['ce']:.4f}) "
               f"ECE {row['marginal/ece']:.4f} (oracle {refs.get('ref/oracle/ece', float('nan')):.4f}) "
@@ -235,9 +242,12 @@ def plot(files: list[str], figure: str) -> None:
 
 
 def regime_table(files: list[str]) -> list[str]:
-    """Per scenario, cell (items, recipe) and scored epoch: ``none``'s median over its seeds
-    against the paper's regime (focus_tune.replicate.regime.PAPER_REGIME), each check's value
-    beside its limit, and the training work (item-epochs) it took."""
+    """Per scenario, cell (items, recipe) and scored epoch: ``none``'s median over its runs (its
+    seeds on every dataset draw) against the paper's regime
+    (focus_tune.replicate.regime.PAPER_REGIME), each check's value beside its limit, the
+    training work (item-epochs) it took, and on how many dataset draws the check passed when
+    judged on that draw's runs alone (a search draws its own data, so a cell judged on one draw
+    says little of the next)."""
     from focus_tune.replicate.regime import PAPER_REGIME, check_run, sweep_run
 
     rows = [json.loads(line) for f in files for line in open(f) if line.strip()]
@@ -245,21 +255,23 @@ def regime_table(files: list[str]) -> list[str]:
     for r in rows:
         if r["schedule"] == "none":
             cells.setdefault((r["game"], r["train_items"], r["width"], r.get("lr"), r.get("lr_schedule")), []).append(r)
-    out = ["| scenario | items | lr | epoch | item-epochs | seeds | coverage | ECE − oracle's | CE − image-blind's "
-           "| regime |",
-           "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    out = ["| scenario | items | lr | epoch | item-epochs | runs | coverage | ECE − oracle's | CE − image-blind's "
+           "| regime | draws kept |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for (game, n, width, lr, schedule), cell in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0]))):
         for epoch in sorted({r["epoch"] for r in cell}):
-            at = [r for r in cell if r["epoch"] == epoch]
-            run = sweep_run(at, epoch)
+            at = [{**r, "seed": f"{r.get('data_seed', 0)}/{r['seed']}"} for r in cell if r["epoch"] == epoch]
+            draws = sorted({r.get("data_seed", 0) for r in at})
             med = {k: float(np.median([r[k] for r in at]))
                    for k in ("interval/coverage", "marginal/ece", "marginal/ce")}
             oracle = float(np.median([r.get("ref/oracle/ece", np.nan) for r in at]))
             blind = float(np.median([r.get("ref/image-blind/ce", np.nan) for r in at]))
-            kept = not check_run(run, PAPER_REGIME)
+            kept = not check_run(sweep_run(at, epoch), PAPER_REGIME)
+            per_draw = sum(not check_run(sweep_run([r for r in at if r.get("data_seed", 0) == d], epoch), PAPER_REGIME)
+                           for d in draws)
             out.append(f"| {game} | {n} | {lr:g} {schedule} | {epoch} | {n * epoch} | {len(at)} | "
                        f"{med['interval/coverage']:.3f} | {med['marginal/ece'] - oracle:+.4f} | "
-                       f"{med['marginal/ce'] - blind:+.4f} | {'**yes**' if kept else 'no'} |")
+                       f"{med['marginal/ce'] - blind:+.4f} | {'**yes**' if kept else 'no'} | {per_draw}/{len(draws)} |")
     return out
 
 
@@ -273,6 +285,9 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=None, help="LSTM hidden size (default: the quick profile's)")
     ap.add_argument("--schedules", nargs="+", default=["none", "l1..3=0.05"], choices=list(SCHEDULES))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--data-seeds", type=int, nargs="+", default=[0],
+                    help="dataset draws (the built-in data's seed, as a search's --seed draws it); each seed trains "
+                         "on each draw")
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--every", type=int, default=5)
     ap.add_argument("--lr", type=float, default=None, help="default: the quick profile's")
@@ -305,8 +320,9 @@ def main() -> None:
     cfg = load_search_config(space_path(args.game), "quick").train
     widths = args.widths or [cfg.encoder_width]
     lr, lr_schedule = args.lr or cfg.lr, args.lr_schedule or cfg.lr_schedule
-    planned = [(args.game, size, width, schedule, seed, lr, lr_schedule)
-               for size in args.sizes for width in widths for seed in args.seeds for schedule in args.schedules]
+    planned = [(args.game, size, width, schedule, seed, lr, lr_schedule, data_seed)
+               for data_seed in args.data_seeds for size in args.sizes for width in widths for seed in args.seeds
+               for schedule in args.schedules]
     dropped = drop_unfinished(args.out, args.epochs, set(planned))
     if dropped:
         print(f"dropped {dropped} rows of configurations cut off before epoch {args.epochs}", flush=True)
@@ -317,7 +333,7 @@ def main() -> None:
             print(f"done already: {key}", flush=True)
             continue
         game, size, width, schedule, seed = key[:5]
-        run_config(args, game, size, width, schedule, seed, out)
+        run_config(args, game, size, width, schedule, seed, out, data_seed=key[-1])
 
 
 if __name__ == "__main__":

@@ -162,6 +162,34 @@ def test_a_sweep_cell_is_judged_as_a_search():
     assert check_run(run, PAPER_REGIME) == []
 
 
+def test_the_sweeps_regime_table_judges_a_cell_over_its_dataset_draws_and_on_each(tmp_path):
+    """benchmarks/regime_sweep.py --regime: a cell's runs on every dataset draw give the median
+    check; each draw judged on its own runs gives "draws kept"; rows from before --data-seeds
+    (no data_seed) are draw 0; the resume key tells the draws apart."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("regime_sweep", Path(__file__).parents[1] / "benchmarks" /
+                                                  "regime_sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("regime_sweep", sweep)  # its dataclass looks its module up there
+    spec.loader.exec_module(sweep)
+
+    def row(seed, coverage, data_seed=None):
+        return {"game": "hero", "train_items": 250, "width": 32, "schedule": "none", "seed": seed, "lr": 1e-3,
+                "lr_schedule": "constant", "epoch": 120, "marginal/ece": 0.08, "marginal/ce": 0.55,
+                "interval/coverage": coverage, "ref/oracle/ece": 0.03, "ref/image-blind/ce": 0.64,
+                **({} if data_seed is None else {"data_seed": data_seed})}
+
+    rows = [row(s, 0.7) for s in range(3)] + [row(0, 0.85, 3), row(0, 0.75, 6)]
+    path = tmp_path / "sweep.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (line,) = [x for x in sweep.regime_table([str(path)]) if x.startswith("| hero")]
+    # five runs, median coverage 0.70; draw 0 (three seeds) and draw 6 keep it, draw 3 does not
+    assert line == "| hero | 250 | 0.001 constant | 120 | 30000 | 5 | 0.700 | +0.0500 | -0.0900 | **yes** | 2/3 |"
+    assert sweep.done_configs(str(path), 120) == {sweep._key(r) for r in rows}
+    assert sweep._key(rows[0])[-1] == 0 and sweep._key(rows[3])[-1] == 3
+
+
 def test_the_regime_command_reads_finished_reports(tmp_path):
     for r in range(2):
         _run(tmp_path, r)
