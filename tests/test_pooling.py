@@ -10,7 +10,7 @@ from focus_tune.report.stats import t_quantile
 
 
 def _reference(groups, level=0.95):
-    """DerSimonian-Laird with the Hartung-Knapp interval, written out scalar by scalar."""
+    """DerSimonian-Laird with the modified Hartung-Knapp interval, written out scalar by scalar."""
     y = [sum(g) / len(g) for g in groups]
     v = [sum((x - m) ** 2 for x in g) / (len(g) - 1) / len(g) for g, m in zip(groups, y)]
     w = [1 / vi for vi in v]
@@ -21,6 +21,7 @@ def _reference(groups, level=0.95):
     ws = [1 / (vi + tau2) for vi in v]
     mean = sum(wi * yi for wi, yi in zip(ws, y)) / sum(ws)
     var = sum(wi * (yi - mean) ** 2 for wi, yi in zip(ws, y)) / ((len(y) - 1) * sum(ws))
+    var = max(var, 1 / sum(ws))  # never below the plain random-effects variance
     half = t_quantile(0.5 + level / 2, len(y) - 1) * math.sqrt(var)
     return mean, mean - half, mean + half, tau2
 
@@ -33,6 +34,17 @@ def test_the_pooled_difference_matches_the_formulas_written_out():
         mean, low, high, tau2 = _reference(groups)
         assert (got["mean"], got["low"], got["high"], got["tau2"]) == pytest.approx((mean, low, high, tau2), rel=1e-12)
     assert random_effects([[0.01, 0.02, 0.03]] * 3)["tau2"] == 0.0  # identical scenarios: no heterogeneity
+
+
+def test_scenarios_that_happen_to_agree_do_not_narrow_the_interval_below_their_own_errors():
+    """Two scenarios with nearly equal means: the unmodified Hartung-Knapp variance (their
+    weighted spread) would be tiny; the modified one keeps at least 1 / sum(w)."""
+    a, b = [-0.03, -0.02, -0.01, 0.0, -0.011], [-0.021, -0.015, -0.012, -0.018, -0.009]
+    got = random_effects([a, b])
+    v = [np.var(g, ddof=1) / len(g) for g in (a, b)]
+    half = t_quantile(0.975, 1) * math.sqrt(1 / sum(1 / vi for vi in v))  # tau^2 = 0 here
+    assert got["tau2"] == 0.0 and (got["high"] - got["low"]) / 2 == pytest.approx(half)
+    assert got["low"] < min(np.mean(a), np.mean(b)) - 0.02
 
 
 def test_one_scenario_is_its_own_t_interval_and_too_few_searches_give_no_number():
