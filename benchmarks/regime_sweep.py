@@ -260,14 +260,16 @@ def regime_table(files: list[str]) -> list[str]:
            "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for (game, n, width, lr, schedule), cell in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0]))):
         for epoch in sorted({r["epoch"] for r in cell}):
-            at = [{**r, "seed": f"{r.get('data_seed', 0)}/{r['seed']}"} for r in cell if r["epoch"] == epoch]
-            draws = sorted({r.get("data_seed", 0) for r in at})
+            # a run is (draw, seed); rows from before --data-seeds are draw 0
+            at = [{**r, "data_seed": (d := r.get("data_seed", 0)), "seed": f"{d}/{r['seed']}"}
+                  for r in cell if r["epoch"] == epoch]
+            draws = sorted({r["data_seed"] for r in at})
             med = {k: float(np.median([r[k] for r in at]))
                    for k in ("interval/coverage", "marginal/ece", "marginal/ce")}
             oracle = float(np.median([r.get("ref/oracle/ece", np.nan) for r in at]))
             blind = float(np.median([r.get("ref/image-blind/ce", np.nan) for r in at]))
             kept = not check_run(sweep_run(at, epoch), PAPER_REGIME)
-            per_draw = sum(not check_run(sweep_run([r for r in at if r.get("data_seed", 0) == d], epoch), PAPER_REGIME)
+            per_draw = sum(not check_run(sweep_run([r for r in at if r["data_seed"] == d], epoch), PAPER_REGIME)
                            for d in draws)
             out.append(f"| {game} | {n} | {lr:g} {schedule} | {epoch} | {n * epoch} | {len(at)} | "
                        f"{med['interval/coverage']:.3f} | {med['marginal/ece'] - oracle:+.4f} | "

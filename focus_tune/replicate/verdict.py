@@ -188,6 +188,11 @@ def _num(x: float, digits: int = 3, signed: bool = False) -> str:
     return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
+def _estimate(p: dict, digits: int = 4) -> str:
+    """A pooled estimate as "mean [low, high]", each signed."""
+    return f"{_num(p['mean'], digits, True)} [{_num(p['low'], digits, True)}, {_num(p['high'], digits, True)}]"
+
+
 def _cell(c: dict | None, digits: int) -> str:
     if c is None:
         return "n/a"
@@ -619,14 +624,13 @@ def regime_markdown(v: dict) -> list[str]:
                      + f" | {_regime(row)} | {_paper(row, 'ece', 3)} |")
     p = v["pooled"]["all"]
     lines += ["", f"**Pooled over {len(p['names'])} scenario(s)** (random effects, Hartung-Knapp 95 % interval): "
-                  f"time-dependent − none ECE {_num(p['mean'], 4, True)} "
-                  f"[{_num(p['low'], 4, True)}, {_num(p['high'], 4, True)}]."
+                  f"time-dependent − none ECE {_estimate(p)}."
               if math.isfinite(p["mean"]) else "No pooled estimate: fewer than two searches in a scenario."]
     held = v["pooled"].get("in_regime")
     if held is not None and math.isfinite(held["mean"]):
         lines += ["", f"**In the regime** (the scenarios whose searches kept the regime's checks in more than half: "
                       f"{', '.join(NAMES.get(g, g) for g in held['names'])}): time-dependent − none ECE "
-                      f"{_num(held['mean'], 4, True)} [{_num(held['low'], 4, True)}, {_num(held['high'], 4, True)}]."]
+                      f"{_estimate(held)}."]
     elif held is not None:
         lines += ["", "**In the regime**: " + (
             "no scenario's searches kept the regime's checks in more than half, so there is no estimate where the "
